@@ -1,0 +1,362 @@
+// Package config loads reckon's one configuration: a YAML file (the embedded
+// deploy/reckon.yaml when none is given), then RECKON_* environment
+// overrides, then command-line overrides (--set key=value). Every section is
+// an options struct whose zero value means "default"; Validate reports every
+// problem at once.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"reckon/deploy"
+	"reckon/internal/event"
+)
+
+// Config is the whole of reckon's configuration. Field comments state defaults.
+type Config struct {
+	Kafka    Kafka             `yaml:"kafka"`
+	Temporal Temporal          `yaml:"temporal"`
+	Lake     Lake              `yaml:"lake"`
+	Topics   Topics            `yaml:"topics"`
+	Streams  []Stream          `yaml:"streams"`
+	Gate     event.GateOptions `yaml:"gate"`
+	Stream   StreamWorker      `yaml:"stream_worker"`
+	Dev      Dev               `yaml:"dev"`
+	Metrics  Metrics           `yaml:"metrics"`
+	ZReport  ZReport           `yaml:"zreport"`
+}
+
+// Kafka is how reckon reaches the broker.
+type Kafka struct {
+	// Brokers are seed addresses. Default ["127.0.0.1:9092"].
+	Brokers []string `yaml:"brokers"`
+	// ClientID prefixes every client's id. Default "reckon".
+	ClientID string `yaml:"client_id"`
+}
+
+// Temporal is how reckon reaches the Temporal frontend.
+type Temporal struct {
+	// Address of the frontend. Default "127.0.0.1:7233".
+	Address string `yaml:"address"`
+	// Namespace. Default "default".
+	Namespace string `yaml:"namespace"`
+	// TaskQueue the batch workers poll. Default "reckon-batch".
+	TaskQueue string `yaml:"task_queue"`
+}
+
+// Lake is where the Parquet lake lives.
+type Lake struct {
+	// Root directory of the lake. Default "./.reckon/lake".
+	Root string `yaml:"root"`
+}
+
+// Topics names reckon's non-raw topics; raw topics are named per stream.
+type Topics struct {
+	// Map is the topic map file applied by `reckon topics apply`. Empty
+	// means the embedded deploy/topics.yaml.
+	Map string `yaml:"map"`
+	// Summaries receives panes (compacted). Default "m8-suhu-rangkuman".
+	Summaries string `yaml:"summaries"`
+	// Features receives rolling features. Default "reckon-features".
+	Features string `yaml:"features"`
+	// Late is the late side output. Default "reckon-late".
+	Late string `yaml:"late"`
+	// DLQ is the dead-letter topic. Default "reckon-dlq".
+	DLQ string `yaml:"dlq"`
+	// ZReportParts carries OFD/DWH/RMS parts. Default "zreport-parts".
+	ZReportParts string `yaml:"zreport_parts"`
+	// ZReportComplete receives finalized Z-reports. Default "zreport-complete".
+	ZReportComplete string `yaml:"zreport_complete"`
+	// ZReportIncomplete receives the incomplete-state changelog. Default "zreport-incomplete".
+	ZReportIncomplete string `yaml:"zreport_incomplete"`
+}
+
+// Stream is one windowed stream: a raw topic, how to get key and value from
+// its events, and its event-time policy.
+type Stream struct {
+	// Name identifies the stream in panes and the lake. Required.
+	Name string `yaml:"name"`
+	// Topic is the raw topic. Required.
+	Topic string `yaml:"topic"`
+	// EventTypes are the event types this stream aggregates. Required.
+	EventTypes []string `yaml:"event_types"`
+	// KeyField is the data field holding the entity key. Required.
+	KeyField string `yaml:"key_field"`
+	// ValueField is the numeric data field aggregated (sum/min/max).
+	// Empty: each event counts with value 0.
+	ValueField string `yaml:"value_field"`
+	// Window is the tumbling window size. Default 1h.
+	Window time.Duration `yaml:"window"`
+	// OutOfOrderness is subtracted from the max event time to get the
+	// watermark. Default 5s.
+	OutOfOrderness time.Duration `yaml:"out_of_orderness"`
+	// AllowedLateness keeps fired windows open for late panes. Default 0.
+	AllowedLateness time.Duration `yaml:"allowed_lateness"`
+	// IdleTimeout: after this long without records a partition's watermark
+	// advances with processing time. Default 1m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// EmitInterval is how often early panes of dirty windows are emitted;
+	// 0 disables early panes. Default 0.
+	EmitInterval time.Duration `yaml:"emit_interval"`
+	// Rolling is the rolling feature size, e.g. 60s; 0 disables features.
+	Rolling time.Duration `yaml:"rolling"`
+}
+
+// StreamWorker tunes `reckon stream`.
+type StreamWorker struct {
+	// Group is the consumer group. Default "reckon-stream".
+	Group string `yaml:"group"`
+	// DedupTTL is how long an event_id is remembered. Default 24h.
+	DedupTTL time.Duration `yaml:"dedup_ttl"`
+	// DedupMaxEntries bounds the dedup memory per partition. Default 1,000,000.
+	DedupMaxEntries int `yaml:"dedup_max_entries"`
+	// MaxAttempts is how often a failing record is processed before it goes
+	// to the DLQ (seed 004). Default 3.
+	MaxAttempts int `yaml:"max_attempts"`
+}
+
+// Dev tunes the embedded stack of `reckon dev`.
+type Dev struct {
+	// Dir holds the broker data, Temporal's SQLite file and the lake. Default "./.reckon".
+	Dir string `yaml:"dir"`
+	// KafkaPort of the embedded broker. Default 9092.
+	KafkaPort int `yaml:"kafka_port"`
+	// TemporalPort of the dev server frontend. Default 7233.
+	TemporalPort int `yaml:"temporal_port"`
+	// UIPort of the Temporal UI. Default 8233.
+	UIPort int `yaml:"ui_port"`
+	// TemporalBin is the pinned temporal CLI. Default "./bin/temporal".
+	TemporalBin string `yaml:"temporal_bin"`
+	// GenerateRate is the generator's events/s in the dev stack; 0 disables it. Default 20.
+	GenerateRate int `yaml:"generate_rate"`
+}
+
+// Metrics is the Prometheus endpoint of each process.
+type Metrics struct {
+	// Addr to listen on; empty disables. Default "127.0.0.1:9464" (dev
+	// processes use consecutive ports).
+	Addr string `yaml:"addr"`
+}
+
+// ZReport tunes Z-report entity workflows.
+type ZReport struct {
+	// OFDRequestAfter is how long after shift close the OFD document is
+	// requested from the operator. Default 144h (day six).
+	OFDRequestAfter time.Duration `yaml:"ofd_request_after"`
+	// Retention is how long to wait for missing DWH/RMS parts before
+	// finalizing as incomplete. Default 720h (30 days).
+	Retention time.Duration `yaml:"retention"`
+	// OFDURL is the operator's HTTP API base URL. Default "http://127.0.0.1:8280".
+	OFDURL string `yaml:"ofd_url"`
+}
+
+// StreamByName returns the stream named n.
+func (c *Config) StreamByName(n string) (Stream, bool) {
+	for _, s := range c.Streams {
+		if s.Name == n {
+			return s, true
+		}
+	}
+	return Stream{}, false
+}
+
+// Load reads the YAML file at path (the embedded default when path is
+// empty), applies RECKON_* environment overrides from environ and the
+// key=value overrides in sets, fills defaults, and validates.
+func Load(path string, environ []string, sets []string) (*Config, error) {
+	raw := deploy.DefaultConfig
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		raw = b
+	}
+	c, err := Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := applyEnv(c, environ); err != nil {
+		return nil, err
+	}
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, fmt.Errorf("config: --set %q: want key=value", s)
+		}
+		if err := Set(c, k, v); err != nil {
+			return nil, err
+		}
+	}
+	c.fillDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Parse decodes YAML strictly: unknown keys are errors, so a typo never
+// silently falls back to a default.
+func Parse(raw []byte) (*Config, error) {
+	var c Config
+	if err := yaml.UnmarshalWithOptions(raw, &c, yaml.Strict()); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return &c, nil
+}
+
+func (c *Config) fillDefaults() {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	defDur := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defInt := func(i *int, v int) {
+		if *i == 0 {
+			*i = v
+		}
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		c.Kafka.Brokers = []string{"127.0.0.1:9092"}
+	}
+	def(&c.Kafka.ClientID, "reckon")
+	def(&c.Temporal.Address, "127.0.0.1:7233")
+	def(&c.Temporal.Namespace, "default")
+	def(&c.Temporal.TaskQueue, "reckon-batch")
+	def(&c.Lake.Root, "./.reckon/lake")
+	def(&c.Topics.Summaries, "m8-suhu-rangkuman")
+	def(&c.Topics.Features, "reckon-features")
+	def(&c.Topics.Late, "reckon-late")
+	def(&c.Topics.DLQ, "reckon-dlq")
+	def(&c.Topics.ZReportParts, "zreport-parts")
+	def(&c.Topics.ZReportComplete, "zreport-complete")
+	def(&c.Topics.ZReportIncomplete, "zreport-incomplete")
+	for i := range c.Streams {
+		s := &c.Streams[i]
+		defDur(&s.Window, time.Hour)
+		defDur(&s.OutOfOrderness, 5*time.Second)
+		defDur(&s.IdleTimeout, time.Minute)
+	}
+	defInt(&c.Gate.MaxPayloadBytes, 1<<20)
+	defDur(&c.Gate.MaxFutureSkew, 5*time.Minute)
+	defInt(&c.Gate.MaxDepth, 32)
+	def(&c.Stream.Group, "reckon-stream")
+	defDur(&c.Stream.DedupTTL, 24*time.Hour)
+	defInt(&c.Stream.DedupMaxEntries, 1_000_000)
+	defInt(&c.Stream.MaxAttempts, 3)
+	def(&c.Dev.Dir, "./.reckon")
+	defInt(&c.Dev.KafkaPort, 9092)
+	defInt(&c.Dev.TemporalPort, 7233)
+	defInt(&c.Dev.UIPort, 8233)
+	def(&c.Dev.TemporalBin, "./bin/temporal")
+	defDur(&c.ZReport.OFDRequestAfter, 144*time.Hour)
+	defDur(&c.ZReport.Retention, 720*time.Hour)
+	def(&c.ZReport.OFDURL, "http://127.0.0.1:8280")
+}
+
+// Validate reports every problem at once, joined.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("config: "+format, a...))
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		bad("kafka.brokers: at least one broker is required")
+	}
+	for i, b := range c.Kafka.Brokers {
+		if !strings.Contains(b, ":") {
+			bad("kafka.brokers[%d]: %q is not host:port", i, b)
+		}
+	}
+	if c.Temporal.Address == "" {
+		bad("temporal.address: required")
+	}
+	if c.Lake.Root == "" {
+		bad("lake.root: required")
+	}
+	names := map[string]bool{}
+	for i, s := range c.Streams {
+		at := fmt.Sprintf("streams[%d]", i)
+		if s.Name == "" {
+			bad("%s.name: required", at)
+		} else if names[s.Name] {
+			bad("%s.name: %q is used twice", at, s.Name)
+		} else if strings.ContainsAny(s.Name, "|/\\=") {
+			bad("%s.name: %q must not contain | / \\ or =", at, s.Name)
+		}
+		names[s.Name] = true
+		if s.Topic == "" {
+			bad("%s.topic: required", at)
+		}
+		if len(s.EventTypes) == 0 {
+			bad("%s.event_types: at least one is required", at)
+		}
+		if s.KeyField == "" {
+			bad("%s.key_field: required", at)
+		}
+		if s.Window < 0 || (s.Window > 0 && (24*time.Hour)%s.Window != 0) {
+			bad("%s.window: %v must be positive and divide a day", at, s.Window)
+		}
+		if s.OutOfOrderness < 0 {
+			bad("%s.out_of_orderness: must not be negative", at)
+		}
+		if s.AllowedLateness < 0 {
+			bad("%s.allowed_lateness: must not be negative", at)
+		}
+		if s.IdleTimeout < 0 {
+			bad("%s.idle_timeout: must not be negative", at)
+		}
+		if s.EmitInterval < 0 {
+			bad("%s.emit_interval: must not be negative", at)
+		}
+		if s.Rolling < 0 {
+			bad("%s.rolling: must not be negative", at)
+		}
+		for _, t := range s.EventTypes {
+			if _, ok := c.Gate.Types[t]; !ok && !c.Gate.AllowUnknownTypes {
+				bad("%s.event_types: %q has no rules under gate.types", at, t)
+			}
+		}
+	}
+	if c.Gate.MaxPayloadBytes < 0 {
+		bad("gate.max_payload_bytes: must not be negative")
+	}
+	for t, r := range c.Gate.Types {
+		for f, fr := range r.Fields {
+			switch fr.Type {
+			case "", "string", "number", "integer", "boolean", "object", "array":
+			default:
+				bad("gate.types.%s.fields.%s.type: %q is not one of string, number, integer, boolean, object, array", t, f, fr.Type)
+			}
+			if fr.Min != nil && fr.Max != nil && *fr.Min > *fr.Max {
+				bad("gate.types.%s.fields.%s: min %v > max %v", t, f, *fr.Min, *fr.Max)
+			}
+		}
+	}
+	if c.Stream.MaxAttempts < 1 {
+		bad("stream_worker.max_attempts: must be at least 1")
+	}
+	if c.Stream.DedupMaxEntries < 1 {
+		bad("stream_worker.dedup_max_entries: must be at least 1")
+	}
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"dev.kafka_port", c.Dev.KafkaPort}, {"dev.temporal_port", c.Dev.TemporalPort}, {"dev.ui_port", c.Dev.UIPort}} {
+		if p.v < 1 || p.v > 65535 {
+			bad("%s: %d is not a port", p.name, p.v)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,9 @@
+// Package event is the vocabulary every other reckon package shares: the
+// seed-002 envelope and its decoder, the quality gate that validates
+// envelopes against rules from configuration, the dead-letter record, and the
+// pane and feature records the speed and batch layers publish.
+//
+// It is pure: no I/O, no clock (callers pass arrival times in), no goroutines.
+// It is not for transport concerns (Kafka headers are built from a
+// DeadLetter by the streaming shell) nor for storage layouts (package lake).
+package event
