@@ -1,5 +1,248 @@
 package workers
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
-func runDev(ctx context.Context, cx *cmdContext) error { return notYet(cx, 2) }
+	"github.com/twmb/franz-go/pkg/kfake"
+	"go.temporal.io/sdk/client"
+
+	"reckon/internal/kafkaconn"
+	"reckon/internal/topics"
+	"reckon/workflows"
+)
+
+// devComponents are the long-running parts `reckon dev` supervises, in start
+// order. Each is its own process so any one can be killed and restarts alone.
+var devComponents = []string{"broker", "temporal", "stream", "batch", "generate"}
+
+func runDev(ctx context.Context, cx *cmdContext) error {
+	if len(cx.args) > 0 && cx.args[0] == "broker" {
+		cx.args = cx.args[1:]
+		return runDevBroker(ctx, cx)
+	}
+	without := cx.fs.String("without", "", "comma-separated components not to start: "+strings.Join(devComponents, ","))
+	cx.fs.Usage = func() {
+		fmt.Fprintln(cx.stderr, "usage: reckon dev [flags]          run the whole embedded stack\n       reckon dev broker [flags]   run only the embedded broker (kfake with a data dir)")
+		cx.fs.PrintDefaults()
+	}
+	if err := cx.parse(); err != nil {
+		return err
+	}
+	cfg := cx.cfg
+	skip := map[string]bool{}
+	for _, c := range strings.Split(*without, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			if !slices.Contains(devComponents, c) {
+				return fmt.Errorf("%w: --without %q: unknown component", errUsage, c)
+			}
+			skip[c] = true
+		}
+	}
+	dir, err := filepath.Abs(cfg.Dev.Dir)
+	if err != nil {
+		return err
+	}
+	logDir, runDir := filepath.Join(dir, "logs"), filepath.Join(dir, "run")
+	for _, d := range []string{dir, logDir, runDir, filepath.Join(dir, "kafka")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	temporalBin, err := filepath.Abs(cfg.Dev.TemporalBin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(temporalBin); err != nil && !skip["temporal"] {
+		return fmt.Errorf("temporal CLI not found at %s (dev.temporal_bin): run `make dev`, which installs the pinned version", temporalBin)
+	}
+	kafkaAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.KafkaPort))
+	temporalAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.TemporalPort))
+	for name, addr := range map[string]string{"broker": kafkaAddr, "temporal": temporalAddr} {
+		if skip[name] {
+			continue
+		}
+		if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
+			c.Close()
+			return fmt.Errorf("%s port %s is already in use: is another `reckon dev` running? (stop it, or change dev.kafka_port/dev.temporal_port)", name, addr)
+		}
+	}
+
+	// Children see the same configuration, pointed at the embedded stack.
+	common := []string{}
+	if cx.configPath != "" {
+		abs, _ := filepath.Abs(cx.configPath)
+		common = append(common, "--config", abs)
+	}
+	for _, s := range cx.sets {
+		common = append(common, "--set", s)
+	}
+	common = append(common, "--set", "kafka.brokers="+kafkaAddr, "--set", "temporal.address="+temporalAddr)
+	cfg.Kafka.Brokers = []string{kafkaAddr}
+	cfg.Temporal.Address = temporalAddr
+
+	var outMu sync.Mutex
+	mk := func(name, path string, args ...string) *proc {
+		return &proc{name: name, path: path, args: args, logDir: logDir, runDir: runDir, out: cx.stdout, outMu: &outMu}
+	}
+	var saArgs []string
+	for _, sa := range workflows.SearchAttributes() {
+		saArgs = append(saArgs, "--search-attribute", sa)
+	}
+	procs := map[string]*proc{
+		"broker": mk("broker", self, "dev", "broker", "--dir", filepath.Join(dir, "kafka"), "--port", strconv.Itoa(cfg.Dev.KafkaPort)),
+		"temporal": func() *proc {
+			p := mk("temporal", temporalBin, append([]string{"server", "start-dev",
+				"--ip", "127.0.0.1", "--port", strconv.Itoa(cfg.Dev.TemporalPort),
+				"--ui-port", strconv.Itoa(cfg.Dev.UIPort),
+				"--db-filename", filepath.Join(dir, "temporal.db"),
+				"--namespace", cfg.Temporal.Namespace,
+				"--log-level", "warn"}, saArgs...)...)
+			p.quiet = true
+			return p
+		}(),
+		"stream":   mk("stream", self, append([]string{"stream"}, common...)...),
+		"batch":    mk("batch", self, append([]string{"batch"}, common...)...),
+		"generate": mk("generate", self, append([]string{"generate", "--scenario", "all", "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0", "--poison-fraction", "0.01", "--duplicate-fraction", "0.02", "--late-fraction", "0.05"}, common...)...),
+	}
+	if cfg.Dev.GenerateRate == 0 {
+		skip["generate"] = true
+	}
+
+	say := func(format string, a ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintf(cx.stdout, "reckon dev: "+format+"\n", a...)
+	}
+	var wg sync.WaitGroup
+	stops := []context.CancelFunc{}
+	start := func(name string) {
+		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		stops = append(stops, cancel)
+		wg.Add(1)
+		go func() { defer wg.Done(); procs[name].run(pctx) }()
+	}
+	// stopAll stops components in reverse start order, each fully before the next.
+	stopAll := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+		wg.Wait()
+	}
+	defer stopAll()
+
+	if !skip["broker"] {
+		start("broker")
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := kafkaconn.WaitReady(wctx, cfg.Kafka)
+		cancel()
+		if err != nil {
+			return err
+		}
+		say("broker ready on %s", kafkaAddr)
+	}
+	if !skip["temporal"] {
+		start("temporal")
+		if err := waitTemporal(ctx, temporalAddr, cfg.Temporal.Namespace, 60*time.Second); err != nil {
+			return err
+		}
+		say("temporal ready on %s, UI http://127.0.0.1:%d", temporalAddr, cfg.Dev.UIPort)
+	}
+	if !skip["broker"] {
+		m, err := topics.Load(cfg.Topics.Map)
+		if err != nil {
+			return err
+		}
+		adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "dev")
+		if err != nil {
+			return err
+		}
+		acts, err := topics.Apply(ctx, adm, m)
+		closeAdm()
+		for _, a := range acts {
+			say("topics: %s", a)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, name := range devComponents[2:] {
+		if !skip[name] {
+			start(name)
+		}
+	}
+	lake, _ := filepath.Abs(cfg.Lake.Root)
+	say(`up. Where to look:
+  Temporal UI     http://127.0.0.1:%d
+  Kafka           %s   (./bin/reckon topics describe; ./bin/reckon topics tail %s)
+  metrics         http://%s/metrics
+  lake            %s   (./bin/reckon lake ls)
+  logs, pids      %s, %s
+Ctrl-C stops everything; the next `+"`reckon dev`"+` resumes from %s.`,
+		cfg.Dev.UIPort, kafkaAddr, cfg.Topics.DLQ, cfg.Metrics.Addr, lake, logDir, runDir, dir)
+	<-ctx.Done()
+	say("stopping (components in reverse order)...")
+	stopAll()
+	say("stopped")
+	return nil
+}
+
+func waitTemporal(ctx context.Context, addr, namespace string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace, Logger: quietLogger{}})
+		if err == nil {
+			_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
+			c.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("temporal at %s not ready after %v: %v", addr, timeout, last)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// runDevBroker runs the embedded Kafka-protocol broker: franz-go's kfake
+// with a data dir, so topics and records survive restarts.
+func runDevBroker(ctx context.Context, cx *cmdContext) error {
+	dir := cx.fs.String("dir", "./.reckon/kafka", "data directory")
+	port := cx.fs.Int("port", 9092, "port on 127.0.0.1")
+	if err := cx.parse(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	c, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.Ports(*port),
+		kfake.DataDir(*dir),
+	)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	fmt.Fprintf(cx.stdout, "kfake broker on %v, data in %s\n", c.ListenAddrs(), *dir)
+	<-ctx.Done()
+	fmt.Fprintln(cx.stdout, "broker: flushing and stopping")
+	c.Close()
+	return nil
+}

@@ -1,5 +1,84 @@
 package workers
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
 
-func runTopics(ctx context.Context, cx *cmdContext) error { return notYet(cx, 2) }
+	"reckon/internal/kafkaconn"
+	"reckon/internal/topics"
+)
+
+func runTopics(ctx context.Context, cx *cmdContext) error {
+	mapFile := cx.fs.String("map", "", "topic map file (default: topics.map from config, else the embedded deploy/topics.yaml)")
+	wait := cx.fs.Duration("wait", 30*time.Second, "how long to wait for the brokers to answer")
+	cx.fs.Usage = func() {
+		fmt.Fprintln(cx.stderr, "usage: reckon topics apply|describe [flags]")
+		cx.fs.PrintDefaults()
+	}
+	if err := cx.parse(); err != nil {
+		return err
+	}
+	sub := cx.fs.Arg(0)
+	if sub != "apply" && sub != "describe" {
+		return fmt.Errorf("%w: want `topics apply` or `topics describe`", errUsage)
+	}
+	path := *mapFile
+	if path == "" {
+		path = cx.cfg.Topics.Map
+	}
+	m, err := topics.Load(path)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	if err := kafkaconn.WaitReady(wctx, cx.cfg.Kafka); err != nil {
+		return err
+	}
+	adm, closeAdm, err := kafkaconn.NewAdmin(cx.cfg.Kafka, "topics")
+	if err != nil {
+		return err
+	}
+	defer closeAdm()
+	if sub == "apply" {
+		acts, err := topics.Apply(ctx, adm, m)
+		for _, a := range acts {
+			fmt.Fprintln(cx.stdout, a)
+		}
+		return err
+	}
+	live, err := topics.Describe(ctx, adm, m)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(cx.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tRETENTION.MS\tCLEANUP\tMESSAGES\tEND OFFSETS\tIN MAP")
+	for _, l := range live {
+		var parts []int32
+		var total int64
+		for p, o := range l.EndOffsets {
+			parts = append(parts, p)
+			total += o
+		}
+		sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+		var offs []string
+		for _, p := range parts {
+			offs = append(offs, fmt.Sprintf("%d:%d", p, l.EndOffsets[p]))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%v\n", l.Name, l.Partitions, l.Configs["retention.ms"], l.Configs["cleanup.policy"], total, strings.Join(offs, " "), l.InMap)
+	}
+	for _, t := range m.Topics {
+		found := false
+		for _, l := range live {
+			found = found || l.Name == t.Name
+		}
+		if !found {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t(missing: run `reckon topics apply`)\ttrue\n", t.Name)
+		}
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,5 @@
+// Package workflows holds reckon's Temporal workflows: deterministic
+// orchestration only. No I/O, no time.Now, no goroutines, channels or map
+// ranging here; every side effect is an activity (package activities),
+// referred to by method value on a nil *activities.Activities.
+package workflows
