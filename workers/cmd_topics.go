@@ -16,15 +16,18 @@ func runTopics(ctx context.Context, cx *cmdContext) error {
 	mapFile := cx.fs.String("map", "", "topic map file (default: topics.map from config, else the embedded deploy/topics.yaml)")
 	wait := cx.fs.Duration("wait", 30*time.Second, "how long to wait for the brokers to answer")
 	cx.fs.Usage = func() {
-		fmt.Fprintln(cx.stderr, "usage: reckon topics apply|describe [flags]")
+		fmt.Fprintln(cx.stderr, "usage: reckon topics apply|describe [flags]\n       reckon topics tail TOPIC [-n N] [--follow]")
 		cx.fs.PrintDefaults()
 	}
 	if err := cx.parse(); err != nil {
 		return err
 	}
 	sub := cx.fs.Arg(0)
+	if sub == "tail" {
+		return runTopicsTail(ctx, cx)
+	}
 	if sub != "apply" && sub != "describe" {
-		return fmt.Errorf("%w: want `topics apply` or `topics describe`", errUsage)
+		return fmt.Errorf("%w: want `topics apply`, `topics describe` or `topics tail`", errUsage)
 	}
 	path := *mapFile
 	if path == "" {

@@ -1,0 +1,111 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"reckon/internal/kafkaconn"
+)
+
+// runTopicsTail prints the last records of a topic, one JSON object per line
+// (key, partition, offset, timestamp, headers, value), so an operator can
+// see what reached the DLQ and why without another tool.
+func runTopicsTail(ctx context.Context, cx *cmdContext) error {
+	rest := cx.fs.Args()[1:]
+	fs := cx.fs
+	fs.Init("reckon topics tail", fs.ErrorHandling())
+	n := fs.Int("n", 10, "records per partition to show from the end")
+	follow := fs.Bool("follow", false, "keep printing new records")
+	// Accept the topic before or after the flags.
+	var topic string
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		topic, rest = rest[0], rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		return err
+	}
+	if topic == "" && fs.NArg() > 0 {
+		topic = fs.Arg(0)
+	}
+	if topic == "" {
+		return fmt.Errorf("%w: topics tail TOPIC [-n N] [--follow]", errUsage)
+	}
+	adm, closeAdm, err := kafkaconn.NewAdmin(cx.cfg.Kafka, "tail")
+	if err != nil {
+		return err
+	}
+	defer closeAdm()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	if err := ends.Error(); err != nil {
+		return fmt.Errorf("topic %s: %w", topic, err)
+	}
+	starts := map[string]map[int32]kgo.Offset{topic: {}}
+	remaining := 0
+	for p, o := range ends[topic] {
+		from := max(o.Offset-int64(*n), 0)
+		starts[topic][p] = kgo.NewOffset().At(from)
+		remaining += int(o.Offset - from)
+	}
+	if remaining == 0 && !*follow {
+		return nil
+	}
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(cx.cfg.Kafka, "tail"), kgo.ConsumePartitions(starts))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	enc := json.NewEncoder(cx.stdout)
+	for *follow || remaining > 0 {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		fetches := cl.PollFetches(fctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if fetches.IsClientClosed() {
+			return nil
+		}
+		if errs := fetches.Errors(); len(errs) > 0 && fctx.Err() == nil {
+			return errs[0].Err
+		}
+		if fctx.Err() != nil && !*follow {
+			return fmt.Errorf("timed out with %d records still expected", remaining)
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			remaining--
+			h := map[string]string{}
+			for _, x := range r.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			_ = enc.Encode(map[string]any{
+				"partition": r.Partition, "offset": r.Offset,
+				"timestamp": r.Timestamp.UTC().Format(time.RFC3339Nano),
+				"key":       printable(r.Key), "headers": h, "value": printable(r.Value),
+			})
+		})
+	}
+	return nil
+}
+
+// printable shows bytes as a string when they are valid UTF-8 and short,
+// else quoted and truncated, so binary poison does not garble a terminal.
+func printable(b []byte) string {
+	const limit = 2000
+	if len(b) > limit {
+		return strconv.Quote(string(b[:limit])) + fmt.Sprintf("... (%d bytes)", len(b))
+	}
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strconv.Quote(string(b))
+}
