@@ -1,5 +1,120 @@
 package workers
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
 
-func runBatch(ctx context.Context, cx *cmdContext) error { return notYet(cx, 4) }
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"reckon/activities"
+	"reckon/internal/config"
+	"reckon/internal/kafkaconn"
+	"reckon/internal/temporalconn"
+	"reckon/lake"
+	"reckon/workflows"
+)
+
+func runBatch(ctx context.Context, cx *cmdContext) error {
+	noStart := cx.fs.Bool("no-start", false, "only run the worker; do not start the archive workflows")
+	if err := cx.parse(); err != nil {
+		return err
+	}
+	cfg := cx.cfg
+	log := slog.New(slog.NewTextHandler(cx.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c, err := temporalconn.Dial(ctx, cfg.Temporal, log, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	lk, err := lake.Open(lake.Options{Root: cfg.Lake.Root})
+	if err != nil {
+		return err
+	}
+
+	w := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{})
+	registerBatch(w, cfg, lk)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("batch: worker: %w", err)
+	}
+	defer w.Stop()
+	log.Info("batch worker polling", "task_queue", cfg.Temporal.TaskQueue, "lake", cfg.Lake.Root)
+
+	if !*noStart {
+		if err := startArchives(ctx, cfg, c, log); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	log.Info("batch worker stopping")
+	return nil
+}
+
+// registerBatch registers every batch workflow and activity on w.
+func registerBatch(w worker.Registry, cfg *config.Config, lk *lake.Lake) {
+	w.RegisterWorkflowWithOptions(workflows.Archive, workflow.RegisterOptions{Name: "Archive"})
+	w.RegisterActivity(&activities.Archive{Cfg: cfg, Lake: lk})
+}
+
+// rawTopics are the topics whose every record the lake must hold.
+func rawTopics(cfg *config.Config) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range cfg.Streams {
+		if !seen[s.Topic] {
+			seen[s.Topic] = true
+			out = append(out, s.Topic)
+		}
+	}
+	if t := cfg.Topics.ZReportParts; t != "" && !seen[t] {
+		out = append(out, t)
+	}
+	return out
+}
+
+// startArchives starts one archive workflow per raw topic-partition,
+// idempotently: a running one is kept (USE_EXISTING); a closed one is
+// started again and resumes from the lake's progress file.
+func startArchives(ctx context.Context, cfg *config.Config, c client.Client, log *slog.Logger) error {
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := kafkaconn.WaitReady(wctx, cfg.Kafka); err != nil {
+		return err
+	}
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "batch")
+	if err != nil {
+		return err
+	}
+	defer closeAdm()
+	topics := rawTopics(cfg)
+	md, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("batch: list topics: %w", err)
+	}
+	for _, t := range topics {
+		d, ok := md[t]
+		if !ok || d.Err != nil {
+			log.Warn("raw topic not found; not archiving it (run `reckon topics apply`)", "topic", t)
+			continue
+		}
+		for p := range d.Partitions {
+			id := workflows.ArchiveWorkflowID(t, p)
+			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+				ID:                       id,
+				TaskQueue:                cfg.Temporal.TaskQueue,
+				WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+				WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+				StaticSummary:            fmt.Sprintf("archive %s partition %d to the lake", t, p),
+			}, "Archive", workflows.ArchiveState{Topic: t, Partition: p, Cursor: -1})
+			if err != nil {
+				return fmt.Errorf("batch: start %s: %w", id, err)
+			}
+			log.Info("archive workflow running", "id", id, "run", run.GetRunID())
+		}
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
 	"reckon/workflows"
@@ -54,10 +56,13 @@ func Temporal(t testing.TB) (client.Client, string) {
 	}
 	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 		ExistingPath: bin,
-		LogLevel:     "error",
-		ExtraArgs:    extra,
-		Stdout:       testWriter{t},
-		Stderr:       testWriter{t},
+		ClientOptions: &client.Options{
+			Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		},
+		LogLevel:  "error",
+		ExtraArgs: extra,
+		Stdout:    testWriter{t},
+		Stderr:    testWriter{t},
 	})
 	if err != nil {
 		t.Fatalf("start temporal dev server: %v", err)

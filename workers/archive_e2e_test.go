@@ -1,0 +1,209 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/parquet-go/parquet-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+		"go.temporal.io/sdk/worker"
+
+	"reckon/internal/config"
+	"reckon/internal/kafkaconn"
+	"reckon/internal/testenv"
+	"reckon/lake"
+	"reckon/workflows"
+)
+
+// TestArchiveEndToEnd runs the archive workflows on a real Temporal dev
+// server against a kfake broker: every produced offset ends up in the lake
+// exactly once (valid → raw, poison → rejected), including across a batch
+// worker that is stopped mid-archive and replaced.
+func TestArchiveEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	tc, hostport := testenv.Temporal(t)
+	_, brokers := testenv.Kafka(t, 2, "", "m8-suhu-kejadian", "zreport-parts", "payments-kejadian")
+
+	cfg, err := config.Load("", nil, []string{
+		"kafka.brokers=" + brokers[0], "temporal.address=" + hostport,
+		"lake.root=" + t.TempDir(), "temporal.task_queue=archive-e2e",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// 600 valid readings over 3 hours, 7 poison records, across 2 partitions.
+	cl, err := kgo.NewClient(kafkaconn.Opts(cfg.Kafka, "test")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	base := time.Date(2026, 11, 7, 8, 0, 0, 0, time.UTC)
+	produce := func(from, to int) {
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			dev := fmt.Sprintf("sensor-%02d", i%20+1)
+			v := fmt.Sprintf(`{"event_id":%q,"event_type":"sensor.suhu.terbaca","occurred_at":%q,"data":{"id_perangkat":%q,"lantai":3,"suhu_c":%d}}`,
+				uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "e%d", i)), base.Add(time.Duration(i)*18*time.Second).Format(time.RFC3339), dev, 20+i%10)
+			recs = append(recs, &kgo.Record{Topic: "m8-suhu-kejadian", Key: []byte(dev), Value: []byte(v), Timestamp: base.Add(time.Duration(i) * 18 * time.Second)})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, 300)
+	var poison []*kgo.Record
+	for i, v := range []string{`{`, `not json`, `{"event_id":"x"}`, `{"event_id":"a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d","event_type":"sensor.suhu.terbaca","occurred_at":"2026-11-07T08:30:00Z","data":{"id_perangkat":"sensor-07","lantai":3,"suhu_c":99}}`, "\xff\xfe", `[]`, `{"event_id":"a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0e","event_type":"Bad","occurred_at":"x","data":{}}`} {
+		poison = append(poison, &kgo.Record{Topic: "m8-suhu-kejadian", Key: []byte("../etc/passwd"), Value: []byte(v), Partition: int32(i % 2), Timestamp: base})
+	}
+	if err := cl.ProduceSync(ctx, poison...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	lk, err := lake.Open(lake.Options{Root: cfg.Lake.Root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	startWorker := func() worker.Worker {
+		w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{})
+		registerBatch(w, cfg, lk)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	w1 := startWorker()
+	if err := startArchives(ctx, cfg, tc, log); err != nil {
+		t.Fatal(err)
+	}
+	// Starting again is idempotent: the same runs keep going.
+	if err := startArchives(ctx, cfg, tc, log); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	w1.Stop() // mid-archive, possibly inside an activity
+	produce(300, 600)
+	w2 := startWorker()
+	defer w2.Stop()
+
+	wantNext, err := kadmEnds(ctx, cfg, "m8-suhu-kejadian")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, func() (bool, string) {
+		for p, end := range wantNext {
+			var st workflows.ArchiveState
+			v, err := tc.QueryWorkflow(ctx, workflows.ArchiveWorkflowID("m8-suhu-kejadian", p), "", workflows.ArchiveQueryProgress)
+			if err != nil {
+				return false, err.Error()
+			}
+			if err := v.Get(&st); err != nil {
+				return false, err.Error()
+			}
+			if st.Cursor != end {
+				return false, fmt.Sprintf("partition %d cursor %d, end %d", p, st.Cursor, end)
+			}
+		}
+		return true, ""
+	})
+
+	// Every valid event exactly once in raw/, every poison record in rejected/.
+	n := 0
+	ids := map[string]int{}
+	offsets := map[string]int{}
+	_, err = lk.Scan(ctx, lake.Query{Topic: "m8-suhu-kejadian", From: base.Add(-time.Hour), To: base.Add(10 * time.Hour)}, lake.ColAll, func(r *lake.RawRow) error {
+		n++
+		ids[r.EventID]++
+		offsets[fmt.Sprintf("%d/%d", r.KafkaPartition, r.KafkaOffset)]++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 600 || len(ids) != 600 || len(offsets) != 600 {
+		t.Fatalf("raw rows %d, distinct ids %d, distinct offsets %d; want 600 each", n, len(ids), len(offsets))
+	}
+	var rejected int64
+	for p := range wantNext {
+		pr, err := lk.ReadProgress("m8-suhu-kejadian", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr.NextOffset != wantNext[p] || pr.ArchivedThrough.IsZero() {
+			t.Errorf("progress %d = %+v, want next %d and a time", p, pr, wantNext[p])
+		}
+	}
+	rej := readRejected(t, cfg.Lake.Root, "m8-suhu-kejadian")
+	rejected = int64(len(rej))
+	if rejected != int64(len(poison)) {
+		t.Fatalf("rejected rows = %d, want %d", rejected, len(poison))
+	}
+	for _, r := range rej {
+		if r.Reason == "" {
+			t.Errorf("rejected row at offset %d has no reason", r.KafkaOffset)
+		}
+	}
+}
+
+func kadmEnds(ctx context.Context, cfg *config.Config, topic string) (map[int32]int64, error) {
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "test")
+	if err != nil {
+		return nil, err
+	}
+	defer closeAdm()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for p, o := range ends[topic] {
+		out[p] = o.Offset
+	}
+	return out, nil
+}
+
+// waitFor polls cond until it holds or ctx ends, reporting the last reason.
+func waitFor(t *testing.T, ctx context.Context, cond func() (bool, string)) {
+	t.Helper()
+	last := ""
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		select {
+		case <-ctx.Done():
+			t.Fatalf("condition not met: %s", last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func readRejected(t *testing.T, root, topic string) []lake.RejectedRow {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "rejected", "topic="+topic, "*", "*.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []lake.RejectedRow
+	for _, f := range files {
+		rows, err := parquet.ReadFile[lake.RejectedRow](f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rows...)
+	}
+	return out
+}
