@@ -1,0 +1,835 @@
+package event
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Gate defaults; config.Load fills the same values.
+const (
+	DefaultMaxPayloadBytes = 1 << 20
+	DefaultMaxFutureSkew   = 5 * time.Minute
+	DefaultMaxDepth        = 32
+)
+
+// ErrInvalidOptions is wrapped by every problem NewGate reports.
+var ErrInvalidOptions = errors.New("event: invalid gate options")
+
+// unixEpoch is the earliest occurred_at the gate accepts: Kafka timestamps
+// and the lake's partitions cannot represent earlier event times, and no
+// source of reckon's emits them except by a broken clock.
+var unixEpoch = time.Unix(0, 0).UTC()
+
+// Result is the gate's verdict on one record. Fields names each failing
+// field once: envelope fields by name ("event_id"), data fields as
+// "data.<name>", and "payload" for size, JSON and depth problems. Reasons is
+// aligned with Fields; each reason starts with its field and a colon, e.g.
+// "data.suhu_c: 75 above max 60".
+type Result struct {
+	Valid   bool
+	Fields  []string
+	Reasons []string
+}
+
+// Reason returns the first reason, "" when valid.
+func (r Result) Reason() string {
+	if len(r.Reasons) == 0 {
+		return ""
+	}
+	return r.Reasons[0]
+}
+
+// NewDeadLetter fills a DeadLetter from a failed Result: stage "gate",
+// attempts 1. recordTime is the record's Kafka timestamp, now the time of
+// dead-lettering. It keeps r's slices.
+func NewDeadLetter(r Result, topic string, partition int32, offset int64, recordTime, now time.Time) DeadLetter {
+	return DeadLetter{
+		Reason:          r.Reason(),
+		Reasons:         r.Reasons,
+		Fields:          r.Fields,
+		SourceTopic:     topic,
+		SourcePartition: partition,
+		SourceOffset:    offset,
+		SourceTimestamp: recordTime,
+		DeadAt:          now,
+		Attempts:        1,
+		Stage:           "gate",
+	}
+}
+
+// Gate is the quality gate: it decodes envelopes and validates them against
+// the envelope contract and the per-type data rules of GateOptions.
+//
+// A Gate is not safe for concurrent use (it reuses its decoder's buffers):
+// use one per goroutine or partition. Decoding a valid envelope allocates
+// only the EventID string.
+type Gate struct {
+	maxPayload    int
+	maxFutureSkew time.Duration
+	maxPastAge    time.Duration
+	allowUnknown  bool
+	maxDepth      int
+	types         map[string]*typeRules
+
+	// Per-record state, reset by decode.
+	tape    tape
+	env     Envelope
+	typ     *typeRules // rules of env.EventType; nil when unknown
+	idN     int32      // value nodes of the envelope fields; -1 when absent
+	typeN   int32
+	timeN   int32
+	timeOK  bool // env.OccurredAt holds a valid time
+	fields  []string
+	reasons []string
+
+	// Scratch buffers reused across records.
+	keys    []keyRef
+	keyBuf  []byte // unescaped keys
+	valBuf  []byte // an unescaped string value
+	slots   []int32
+	dupSeen map[string]struct{}
+}
+
+// maxRetainedBytes bounds each scratch buffer kept between records.
+const maxRetainedBytes = 64 << 10
+
+// keyRef is one object member collected by collectKeys.
+type keyRef struct {
+	name    []byte // the decoded key, aliasing the input or Gate.keyBuf
+	node    int32  // the member's value node
+	special bool   // name holds a byte badKeyName must look at
+}
+
+// typeRules are the compiled rules of one event type.
+type typeRules struct {
+	name   string
+	fields []fieldRule    // sorted by name
+	index  map[string]int // name -> fields index, for types with many fields
+}
+
+// valueType is a FieldRule.Type.
+type valueType uint8
+
+const (
+	typeAny valueType = iota
+	typeString
+	typeNumber
+	typeInteger
+	typeBoolean
+	typeObject
+	typeArray
+)
+
+var valueTypes = map[string]valueType{
+	"": typeAny, "string": typeString, "number": typeNumber, "integer": typeInteger,
+	"boolean": typeBoolean, "object": typeObject, "array": typeArray,
+}
+
+// article names a type with its article, for "must be ..." reasons.
+func (t valueType) article() string {
+	switch t {
+	case typeString:
+		return "a string"
+	case typeNumber:
+		return "a number"
+	case typeInteger:
+		return "an integer"
+	case typeBoolean:
+		return "a boolean"
+	case typeObject:
+		return "an object"
+	case typeArray:
+		return "an array"
+	}
+	return "any value"
+}
+
+// fieldRule is a compiled FieldRule.
+type fieldRule struct {
+	name           string // key in data
+	field          string // "data.<name>"
+	required       bool
+	typ            valueType
+	re             *regexp.Regexp // anchored
+	pattern        string         // as configured, for reasons
+	min, max       float64
+	hasMin, hasMax bool
+	minLen, maxLen int
+	enum           []string
+}
+
+// NewGate compiles opts. Zero-valued fields get the config defaults (1 MiB
+// payloads, 5m future skew, depth 32). It reports every bad option and rule
+// at once, each wrapping ErrInvalidOptions.
+func NewGate(opts GateOptions) (*Gate, error) {
+	var errs []error
+	bad := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, a...)))
+	}
+	g := &Gate{
+		maxPayload:    opts.MaxPayloadBytes,
+		maxFutureSkew: opts.MaxFutureSkew,
+		maxPastAge:    opts.MaxPastAge,
+		allowUnknown:  opts.AllowUnknownTypes,
+		maxDepth:      opts.MaxDepth,
+		types:         make(map[string]*typeRules, len(opts.Types)),
+	}
+	switch {
+	case g.maxPayload < 0:
+		bad("gate.max_payload_bytes: %d is negative", g.maxPayload)
+	case g.maxPayload == 0:
+		g.maxPayload = DefaultMaxPayloadBytes
+	}
+	switch {
+	case g.maxFutureSkew < 0:
+		bad("gate.max_future_skew: %v is negative", g.maxFutureSkew)
+	case g.maxFutureSkew == 0:
+		g.maxFutureSkew = DefaultMaxFutureSkew
+	}
+	if g.maxPastAge < 0 {
+		bad("gate.max_past_age: %v is negative", g.maxPastAge)
+	}
+	switch {
+	case g.maxDepth < 0 || g.maxDepth == 1:
+		bad("gate.max_depth: %d must be at least 2 (the envelope and its data)", g.maxDepth)
+	case g.maxDepth == 0:
+		g.maxDepth = DefaultMaxDepth
+	}
+	for _, tn := range slices.Sorted(maps.Keys(opts.Types)) {
+		if !isEventType(tn) {
+			bad("gate.types.%s: not a valid event type (object.action: lowercase letters and digits, dot separated)", tn)
+		}
+		tr := &typeRules{name: tn}
+		fieldsIn := opts.Types[tn].Fields
+		for _, fn := range slices.Sorted(maps.Keys(fieldsIn)) {
+			if r, ok := compileField(fmt.Sprintf("gate.types.%s.fields.%s", tn, fn), fn, fieldsIn[fn], bad); ok {
+				tr.fields = append(tr.fields, r)
+			}
+		}
+		if len(tr.fields) > 8 {
+			tr.index = make(map[string]int, len(tr.fields))
+			for i, r := range tr.fields {
+				tr.index[r.name] = i
+			}
+		}
+		g.types[tn] = tr
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func compileField(at, name string, fr FieldRule, bad func(string, ...any)) (fieldRule, bool) {
+	ok := true
+	fail := func(format string, a ...any) {
+		bad(at+format, a...)
+		ok = false
+	}
+	if why := badKeyName([]byte(name)); why != "" {
+		fail(": field name %s", why)
+	}
+	r := fieldRule{
+		name: name, field: "data." + name, required: fr.Required, pattern: fr.Pattern,
+		minLen: fr.MinLen, maxLen: fr.MaxLen, enum: fr.Enum,
+	}
+	typ, known := valueTypes[fr.Type]
+	if !known {
+		fail(".type: %q is not one of string, number, integer, boolean, object, array", fr.Type)
+	}
+	strRules := fr.Pattern != "" || fr.MinLen != 0 || fr.MaxLen != 0 || len(fr.Enum) > 0
+	numRules := fr.Min != nil || fr.Max != nil
+	switch {
+	case !known:
+	case typ == typeAny && strRules && numRules:
+		fail(": has string (pattern, min_len, max_len, enum) and number (min, max) constraints; set type")
+	case typ == typeAny && strRules:
+		typ = typeString // a constraint implies its type: {pattern: ...} means a string
+	case typ == typeAny && numRules:
+		typ = typeNumber
+	case strRules && typ != typeString:
+		fail(": pattern, min_len, max_len and enum apply to strings, not type %s", fr.Type)
+	case numRules && typ != typeNumber && typ != typeInteger:
+		fail(": min and max apply to numbers and integers, not type %s", fr.Type)
+	}
+	r.typ = typ
+	if fr.Min != nil {
+		r.min, r.hasMin = *fr.Min, true
+		if math.IsNaN(r.min) {
+			fail(".min: NaN")
+		}
+	}
+	if fr.Max != nil {
+		r.max, r.hasMax = *fr.Max, true
+		if math.IsNaN(r.max) {
+			fail(".max: NaN")
+		}
+	}
+	if r.hasMin && r.hasMax && r.min > r.max {
+		fail(": min %v > max %v", r.min, r.max)
+	}
+	if fr.MinLen < 0 {
+		fail(".min_len: %d is negative", fr.MinLen)
+	}
+	if fr.MaxLen < 0 {
+		fail(".max_len: %d is negative", fr.MaxLen)
+	}
+	if fr.MaxLen > 0 && fr.MinLen > fr.MaxLen {
+		fail(": min_len %d > max_len %d", fr.MinLen, fr.MaxLen)
+	}
+	if fr.Pattern != "" {
+		// Compile the pattern alone first: wrapping an unbalanced pattern
+		// such as "a)|(b" would silently change its meaning.
+		if _, err := regexp.Compile(fr.Pattern); err != nil {
+			fail(".pattern: %v", err)
+		} else {
+			r.re = regexp.MustCompile(`^(?:` + fr.Pattern + `)$`)
+		}
+	}
+	return r, ok
+}
+
+// Parse does the structural minimum every consumer needs: the size limit, a
+// valid JSON object (strict RFC 8259, valid UTF-8, no duplicate or malformed
+// top-level keys) nested at most MaxDepth deep, no NaN/Infinity or
+// overflowing numbers anywhere, event_id a lowercase canonical UUID other
+// than the nil UUID, occurred_at present and RFC 3339 with any offset
+// (converted to UTC), not before 1970. It sets EventType when event_type is
+// a string but does not validate it.
+//
+// The Envelope is nil unless the Result is valid; see Envelope for how long
+// it stays valid.
+func (g *Gate) Parse(raw []byte) (*Envelope, Result) {
+	g.decode(raw)
+	return g.result()
+}
+
+// Check is Parse plus: event_type present and `object.action`
+// (^[a-z0-9]+(\.[a-z0-9]+)+$, at most 255 bytes); a known type unless
+// AllowUnknownTypes; data an object whose top-level keys are unique and
+// well-formed; the type's data rules (required, type, pattern anchored at
+// both ends, min/max, integer, min_len/max_len, enum; extra fields are
+// allowed, null counts as absent); occurred_at at most MaxFutureSkew ahead
+// of arrival and, when MaxPastAge > 0, at most MaxPastAge behind it. A zero
+// arrival skips the two time checks.
+func (g *Gate) Check(raw []byte, arrival time.Time) (*Envelope, Result) {
+	if !g.decode(raw) {
+		return g.result()
+	}
+	g.checkEventType()
+	if g.timeOK && !arrival.IsZero() {
+		g.checkArrival(arrival)
+	}
+	dataN := g.env.data
+	switch {
+	case g.failed("data"): // a duplicate: which one the rules should see is ambiguous
+	case dataN < 0:
+		g.add("data", "required")
+	case g.tape.nodes[dataN].kind != kindObject:
+		g.add("data", "must be an object, got "+g.describeValue(dataN))
+	default:
+		g.checkData(dataN)
+	}
+	return g.result()
+}
+
+// result hands the verdict over; the issue slices then belong to the caller.
+func (g *Gate) result() (*Envelope, Result) {
+	if len(g.fields) == 0 {
+		return &g.env, Result{Valid: true}
+	}
+	r := Result{Fields: g.fields, Reasons: g.reasons}
+	g.fields, g.reasons = nil, nil
+	return nil, r
+}
+
+// failed reports whether field has already failed.
+func (g *Gate) failed(field string) bool { return slices.Contains(g.fields, field) }
+
+// add records a failing field once; later reasons for the same field are
+// dropped so Fields stays unique.
+func (g *Gate) add(field, msg string) {
+	for _, f := range g.fields {
+		if f == field {
+			return
+		}
+	}
+	g.fields = append(g.fields, field)
+	g.reasons = append(g.reasons, field+": "+msg)
+}
+
+// decode runs Parse's checks and reports whether the record is a JSON
+// object the later checks can look into.
+func (g *Gate) decode(raw []byte) bool {
+	g.fields, g.reasons = nil, nil
+	if cap(g.keys) > maxRetainedNodes || cap(g.keyBuf) > maxRetainedBytes || cap(g.valBuf) > maxRetainedBytes {
+		g.keys, g.keyBuf, g.valBuf = nil, nil, nil // let one huge record's scratch go
+	}
+	g.env = Envelope{raw: raw, data: -1}
+	g.typ, g.idN, g.typeN, g.timeN, g.timeOK = nil, -1, -1, -1, false
+	if len(raw) > g.maxPayload {
+		g.add("payload", fmt.Sprintf("%d bytes exceeds max_payload_bytes %d", len(raw), g.maxPayload))
+		return false
+	}
+	if perr := g.tape.parse(raw, g.maxDepth); perr.kind != parseOK {
+		g.add("payload", perr.reason(g.maxDepth))
+		return false
+	}
+	nodes := g.tape.nodes
+	g.env.nodes = nodes
+
+	g.collectKeys(0)
+	g.checkKeys("")
+	for _, k := range g.keys {
+		v := k.node
+		var slot *int32
+		switch string(k.name) {
+		case "event_id":
+			slot = &g.idN
+		case "event_type":
+			slot = &g.typeN
+		case "occurred_at":
+			slot = &g.timeN
+		case "data":
+			slot = &g.env.data
+		default:
+			continue
+		}
+		if *slot < 0 { // the first of duplicates; checkKeys reported the rest
+			*slot = v
+		}
+	}
+	if g.tape.nonFinite > 0 {
+		g.reportNonFinite()
+	}
+
+	switch n := g.idN; {
+	case n < 0:
+		g.add("event_id", "required")
+	case nodes[n].kind != kindString:
+		g.add("event_id", "must be a string, got "+g.describeValue(n))
+	default:
+		s := g.stringValue(n)
+		switch {
+		case !isUUID(s):
+			g.add("event_id", g.literal(n)+" is not a lowercase canonical UUID (8-4-4-4-12 hex digits)")
+		case string(s) == "00000000-0000-0000-0000-000000000000":
+			g.add("event_id", "the nil UUID is not an event id")
+		default:
+			g.env.EventID = string(s)
+		}
+	}
+
+	if n := g.typeN; n >= 0 && nodes[n].kind == kindString {
+		s := g.stringValue(n)
+		if tr, ok := g.types[string(s)]; ok {
+			g.typ, g.env.EventType = tr, tr.name
+		} else {
+			g.env.EventType = string(s)
+		}
+	}
+
+	switch n := g.timeN; {
+	case n < 0:
+		g.add("occurred_at", "required")
+	case nodes[n].kind != kindString:
+		g.add("occurred_at", "must be a string, got "+g.describeValue(n))
+	default:
+		t, ok := parseRFC3339(g.stringValue(n))
+		switch {
+		case !ok:
+			g.add("occurred_at", g.literal(n)+" is not an RFC 3339 date-time such as 2026-11-07T08:30:00Z")
+		case t.Before(unixEpoch):
+			g.add("occurred_at", g.literal(n)+" is before 1970-01-01T00:00:00Z")
+		default:
+			g.env.OccurredAt, g.timeOK = t, true
+		}
+	}
+	return true
+}
+
+func (g *Gate) checkEventType() {
+	n := g.typeN
+	switch {
+	case n < 0:
+		g.add("event_type", "required")
+	case g.tape.nodes[n].kind != kindString:
+		g.add("event_type", "must be a string, got "+g.describeValue(n))
+	case g.typ != nil:
+		// A configured type: NewGate checked its name.
+	case len(g.env.EventType) > 255:
+		g.add("event_type", "longer than 255 bytes")
+	case !isEventType(g.env.EventType):
+		g.add("event_type", g.literal(n)+" does not match object.action (lowercase letters and digits, dot separated)")
+	case g.typ == nil && !g.allowUnknown:
+		g.add("event_type", "unknown event type "+g.literal(n))
+	}
+}
+
+func (g *Gate) checkArrival(arrival time.Time) {
+	ahead := g.env.OccurredAt.Sub(arrival)
+	// Sub saturates at about 292 years; say so rather than print the bound.
+	span := func(d time.Duration) string {
+		if d == math.MaxInt64 || d == math.MinInt64 {
+			return "more than 292 years"
+		}
+		return d.String()
+	}
+	switch {
+	case ahead > g.maxFutureSkew:
+		g.add("occurred_at", fmt.Sprintf("%s is %s ahead of arrival %s (max_future_skew %v)",
+			g.env.OccurredAt.Format(time.RFC3339Nano), span(ahead), arrival.UTC().Format(time.RFC3339Nano), g.maxFutureSkew))
+	case g.maxPastAge > 0 && -ahead > g.maxPastAge:
+		g.add("occurred_at", fmt.Sprintf("%s is %s before arrival %s (max_past_age %v)",
+			g.env.OccurredAt.Format(time.RFC3339Nano), span(-ahead), arrival.UTC().Format(time.RFC3339Nano), g.maxPastAge))
+	}
+}
+
+// checkData checks data's keys and the event type's rules.
+func (g *Gate) checkData(obj int32) {
+	g.collectKeys(obj)
+	g.checkKeys("data.")
+	tr := g.typ
+	if tr == nil {
+		return
+	}
+	slots := g.slots[:0]
+	for range tr.fields {
+		slots = append(slots, -1)
+	}
+	g.slots = slots
+	for _, k := range g.keys {
+		if i := tr.find(k.name); i >= 0 && slots[i] < 0 {
+			slots[i] = k.node
+		}
+	}
+	for i := range tr.fields {
+		g.checkField(&tr.fields[i], slots[i])
+	}
+}
+
+func (tr *typeRules) find(name []byte) int {
+	if tr.index != nil {
+		if i, ok := tr.index[string(name)]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := range tr.fields {
+		if tr.fields[i].name == string(name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// checkField applies one rule to the value node v (-1 when absent).
+func (g *Gate) checkField(r *fieldRule, v int32) {
+	if v < 0 || g.tape.nodes[v].kind == kindNull {
+		if r.required {
+			g.add(r.field, "required")
+		}
+		return
+	}
+	n := &g.tape.nodes[v]
+	wrongType := func() { g.add(r.field, "must be "+r.typ.article()+", got "+g.describeValue(v)) }
+	switch r.typ {
+	case typeString:
+		if n.kind != kindString {
+			wrongType()
+			return
+		}
+		s := g.stringValue(v)
+		switch {
+		case r.minLen > 0 && len(s) < r.minLen:
+			g.add(r.field, fmt.Sprintf("length %d below min_len %d", len(s), r.minLen))
+		case r.maxLen > 0 && len(s) > r.maxLen:
+			g.add(r.field, fmt.Sprintf("length %d above max_len %d", len(s), r.maxLen))
+		case r.re != nil && !r.re.Match(s):
+			g.add(r.field, g.literal(v)+" does not match pattern "+r.pattern)
+		case len(r.enum) > 0 && !slices.Contains(r.enum, string(s)):
+			g.add(r.field, g.literal(v)+" is not one of "+strings.Join(r.enum, ", "))
+		}
+	case typeNumber, typeInteger:
+		if n.kind != kindNumber {
+			wrongType()
+			return
+		}
+		lit := g.env.raw[n.start:n.end]
+		if r.typ == typeInteger {
+			if n.flags&flagFraction != 0 {
+				g.add(r.field, g.literal(v)+" is not an integer")
+				return
+			}
+			// Up to 18 digits always fits.
+			if len(lit) > 18 {
+				if _, err := strconv.ParseInt(bytesString(lit), 10, 64); err != nil {
+					g.add(r.field, g.literal(v)+" does not fit a 64-bit integer")
+					return
+				}
+			}
+		}
+		f := parseNumber(lit)
+		switch {
+		case r.hasMin && f < r.min:
+			g.add(r.field, g.literal(v)+" below min "+formatFloat(r.min))
+		case r.hasMax && f > r.max:
+			g.add(r.field, g.literal(v)+" above max "+formatFloat(r.max))
+		}
+	case typeBoolean:
+		if n.kind != kindTrue && n.kind != kindFalse {
+			wrongType()
+		}
+	case typeObject:
+		if n.kind != kindObject {
+			wrongType()
+		}
+	case typeArray:
+		if n.kind != kindArray {
+			wrongType()
+		}
+	}
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// collectKeys gathers the members of the object node obj into g.keys,
+// unescaping keys that need it into g.keyBuf. A slice of keyBuf stays valid
+// when a later append moves keyBuf: it keeps the old array.
+func (g *Gate) collectKeys(obj int32) {
+	g.keys, g.keyBuf = g.keys[:0], g.keyBuf[:0]
+	nodes, raw := g.tape.nodes, g.env.raw
+	end := nodes[obj].next
+	for k := obj + 1; k < end; k = nodes[k].next {
+		nd := &nodes[k]
+		name := nd.key(raw)
+		if nd.flags&flagKeyEscaped != 0 {
+			off := len(g.keyBuf)
+			g.keyBuf = appendUnescaped(g.keyBuf, name)
+			name = g.keyBuf[off:len(g.keyBuf):len(g.keyBuf)]
+		}
+		g.keys = append(g.keys, keyRef{name: name, node: k, special: nd.flags&flagKeySpecial != 0})
+	}
+}
+
+// checkKeys rejects malformed and duplicate keys among g.keys; prefix is ""
+// for the envelope and "data." for data.
+func (g *Gate) checkKeys(prefix string) {
+	for _, k := range g.keys {
+		if !k.special {
+			continue
+		}
+		if why := badKeyName(k.name); why != "" {
+			g.add(prefix+displayName(k.name), "field name "+why)
+		}
+	}
+	dup := func(k keyRef) { g.add(prefix+displayName(k.name), "duplicate key") }
+	if len(g.keys) <= 32 {
+		for i := 1; i < len(g.keys); i++ {
+			name := g.keys[i].name
+			for j := 0; j < i; j++ {
+				if string(name) == string(g.keys[j].name) {
+					dup(g.keys[i])
+					break
+				}
+			}
+		}
+		return
+	}
+	if g.dupSeen == nil {
+		g.dupSeen = make(map[string]struct{}, len(g.keys))
+	}
+	clear(g.dupSeen)
+	for _, k := range g.keys {
+		name := k.name
+		if _, seen := g.dupSeen[string(name)]; seen {
+			dup(k)
+			continue
+		}
+		g.dupSeen[string(name)] = struct{}{}
+	}
+}
+
+// badKeyName says what is wrong with a field name, or "". Names are used as
+// dotted paths (Envelope.String), column names and log fields, so path
+// separators and control characters are refused.
+func badKeyName(name []byte) string {
+	if len(name) == 0 {
+		return "is empty"
+	}
+	for i := 0; i < len(name); {
+		c := name[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c < 0x20 || c == 0x7f:
+				return "contains a control character"
+			case c == '.' || c == '/' || c == '\\':
+				return "contains a path separator ('.', '/' or '\\')"
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(name[i:])
+		if unicode.IsControl(r) {
+			return "contains a control character"
+		}
+		i += size
+	}
+	return ""
+}
+
+// displayName renders a field name for Fields and reasons: as is when it is
+// plain printable ASCII, else Go-quoted without the quotes, so no control
+// character reaches a header or a log line.
+func displayName(name []byte) string {
+	if len(name) == 0 {
+		return `""`
+	}
+	for _, c := range name {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q := strconv.Quote(string(name))
+			return q[1 : len(q)-1]
+		}
+	}
+	return string(name)
+}
+
+// stringValue returns the decoded bytes of the string node n, aliasing the
+// input or g.valBuf (valid until the next call).
+func (g *Gate) stringValue(n int32) []byte {
+	nd := &g.tape.nodes[n]
+	s := content(g.env.raw, nd)
+	if nd.flags&flagEscaped == 0 {
+		return s
+	}
+	g.valBuf = appendUnescaped(g.valBuf[:0], s)
+	return g.valBuf
+}
+
+// maxLiteral bounds how much of a value a reason quotes.
+const maxLiteral = 64
+
+// literal renders node n as it appears in the input (JSON syntax, so strings
+// keep their quotes and escapes), cut to maxLiteral bytes.
+func (g *Gate) literal(n int32) string {
+	nd := &g.tape.nodes[n]
+	b := g.env.raw[nd.start:nd.end]
+	if len(b) <= maxLiteral {
+		return string(b)
+	}
+	cut := maxLiteral
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return string(b[:cut]) + "…"
+}
+
+// describeValue renders a value's type and, for scalars, its literal.
+func (g *Gate) describeValue(n int32) string {
+	switch k := g.tape.nodes[n].kind; k {
+	case kindObject, kindArray, kindNull:
+		return k.String()
+	default:
+		return k.String() + " " + g.literal(n)
+	}
+}
+
+// reportNonFinite attributes NaN/Infinity literals and overflowing numbers
+// to the envelope field, or the data field, that holds them.
+func (g *Gate) reportNonFinite() {
+	nodes, raw := g.tape.nodes, g.env.raw
+	first := func(from, to int32) int32 {
+		for i := from; i < to; i++ {
+			if nodes[i].flags&flagNonFinite != 0 {
+				return i
+			}
+		}
+		return -1
+	}
+	report := func(field string, n int32) { g.add(field, g.literal(n)+" is not a finite number") }
+	for _, k := range g.keys {
+		v := k.node
+		bad := first(v, nodes[v].next)
+		if bad < 0 {
+			continue
+		}
+		name := k.name
+		if string(name) != "data" || nodes[v].kind != kindObject {
+			report(displayName(name), bad)
+			continue
+		}
+		for dk := v + 1; dk < nodes[v].next; dk = nodes[dk].next {
+			if b := first(dk, nodes[dk].next); b >= 0 {
+				dn := appendUnescaped(nil, nodes[dk].key(raw))
+				report("data."+displayName(dn), b)
+			}
+		}
+	}
+}
+
+// reason renders a decoding failure for the "payload" field.
+func (e parseError) reason(maxDepth int) string {
+	switch e.kind {
+	case parseEmpty:
+		return "empty record, expecting a JSON object"
+	case parseNotObject:
+		return "not a JSON object (starts with " + e.msg + ")"
+	case parseUTF8:
+		return fmt.Sprintf("invalid UTF-8 at byte %d", e.off)
+	case parseDepth:
+		return fmt.Sprintf("JSON nested deeper than max_depth %d at byte %d", maxDepth, e.off)
+	}
+	return fmt.Sprintf("invalid JSON at byte %d: %s", e.off, e.msg)
+}
+
+// isUUID reports whether s is a lowercase canonical UUID, 8-4-4-4-12 hex.
+func isUUID(s []byte) bool {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return false
+	}
+	return allLowerHex(s[0:8]) && allLowerHex(s[9:13]) && allLowerHex(s[14:18]) && allLowerHex(s[19:23]) && allLowerHex(s[24:36])
+}
+
+var lowerHex = func() (t [256]bool) {
+	for _, c := range "0123456789abcdef" {
+		t[c] = true
+	}
+	return t
+}()
+
+func allLowerHex(b []byte) bool {
+	for _, c := range b {
+		if !lowerHex[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// isEventType reports whether s matches ^[a-z0-9]+(\.[a-z0-9]+)+$.
+func isEventType(s string) bool {
+	dots, run := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.':
+			if run == 0 {
+				return false
+			}
+			dots, run = dots+1, 0
+		case isDigit(c) || (c >= 'a' && c <= 'z'):
+			run++
+		default:
+			return false
+		}
+	}
+	return dots > 0 && run > 0
+}
