@@ -75,6 +75,10 @@ type Topics struct {
 	ZReportComplete string `yaml:"zreport_complete"`
 	// ZReportIncomplete receives the incomplete-state changelog. Default "zreport-incomplete".
 	ZReportIncomplete string `yaml:"zreport_incomplete"`
+	// StreamState holds the stream workers' per-partition state snapshots,
+	// written in the same transaction as outputs and offsets (compacted).
+	// Default "reckon-stream-state".
+	StreamState string `yaml:"stream_state"`
 }
 
 // Stream is one windowed stream: a raw topic, how to get key and value from
@@ -119,6 +123,21 @@ type StreamWorker struct {
 	// MaxAttempts is how often a failing record is processed before it goes
 	// to the DLQ (seed 004). Default 3.
 	MaxAttempts int `yaml:"max_attempts"`
+	// Instance names this worker process; its Kafka transactional id is
+	// <client_id>-stream-<instance>, so a restarted instance fences its
+	// zombie at once. Must be unique among workers of the group and stable
+	// across restarts. Default: the host name.
+	Instance string `yaml:"instance"`
+	// CommitInterval is the longest a transaction (outputs + state + offsets)
+	// stays open; consumers reading committed see outputs after at most
+	// this. Default 100ms.
+	CommitInterval time.Duration `yaml:"commit_interval"`
+	// TickInterval is how often processing-time work runs (idle watermark,
+	// early panes). Default 250ms.
+	TickInterval time.Duration `yaml:"tick_interval"`
+	// SessionTimeout is the consumer group session timeout: how long a
+	// killed worker's partitions wait before moving to another. Default 45s.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
 }
 
 // Dev tunes the embedded stack of `reckon dev`.
@@ -154,6 +173,49 @@ type ZReport struct {
 	Retention time.Duration `yaml:"retention"`
 	// OFDURL is the operator's HTTP API base URL. Default "http://127.0.0.1:8280".
 	OFDURL string `yaml:"ofd_url"`
+	// OFDRetry: after the operator answered 404 (not yet available) or a
+	// request failed for good, ask again this much later, while before the
+	// retention. Default 24h.
+	OFDRetry time.Duration `yaml:"ofd_retry"`
+	// OFDTimeout bounds one HTTP request to the operator. Default 10s.
+	OFDTimeout time.Duration `yaml:"ofd_timeout"`
+	// OFDAttempts is how many times one request is tried on 5xx, 408, 429
+	// and network errors (exponential backoff from OFDBackoff, doubling,
+	// capped at 1m) before it counts as failed. Default 5.
+	OFDAttempts int `yaml:"ofd_attempts"`
+	// OFDBackoff is the first retry interval. Default 1s.
+	OFDBackoff time.Duration `yaml:"ofd_backoff"`
+	// Linger keeps a final entity open this long after its last change (and
+	// at least until the retention) so late parts become new versions in the
+	// same run. Default 1h.
+	Linger time.Duration `yaml:"linger"`
+	// HistoryLimit: an entity continues as new past this many history
+	// events (or when the server suggests it). Default 5000.
+	HistoryLimit int `yaml:"history_limit"`
+	// BridgeGroup is the consumer group of the parts bridge. Default "reckon-zreport".
+	BridgeGroup string `yaml:"bridge_group"`
+	// BridgeConcurrency is how many signals the bridge has in flight (parts
+	// of one business key stay in order). Default 16.
+	BridgeConcurrency int `yaml:"bridge_concurrency"`
+	// OFDSimAddr overrides the listen address of `reckon zreport ofd-sim`;
+	// empty means the host:port of OFDURL.
+	OFDSimAddr string `yaml:"ofd_sim_addr"`
+	// OFDSimDocuments is a JSONL file of OFD documents (Z-report part
+	// envelopes, e.g. `reckon generate --out`) the simulator serves first.
+	// Default "" (none).
+	OFDSimDocuments string `yaml:"ofd_sim_documents"`
+	// OFDSimGeneratorSeed and OFDSimGeneratorKeys: the simulator answers
+	// as the operator of `reckon generate --scenario fiscal --seed S --keys
+	// K` would. Defaults 1 and 20 (the generator's defaults).
+	OFDSimGeneratorSeed int64 `yaml:"ofd_sim_generator_seed"`
+	OFDSimGeneratorKeys int   `yaml:"ofd_sim_generator_keys"`
+	// OFDSimDelay delays every answer of the simulator. Default 0.
+	OFDSimDelay time.Duration `yaml:"ofd_sim_delay"`
+	// OFDSimMissingFraction of business keys the simulator never has a
+	// document for (404), chosen by a hash of the key. Default 0.
+	OFDSimMissingFraction float64 `yaml:"ofd_sim_missing_fraction"`
+	// OFDSimFailureFraction of requests the simulator answers 503. Default 0.
+	OFDSimFailureFraction float64 `yaml:"ofd_sim_failure_fraction"`
 }
 
 // StreamByName returns the stream named n.
@@ -242,6 +304,7 @@ func (c *Config) fillDefaults() {
 	def(&c.Topics.ZReportParts, "zreport-parts")
 	def(&c.Topics.ZReportComplete, "zreport-complete")
 	def(&c.Topics.ZReportIncomplete, "zreport-incomplete")
+	def(&c.Topics.StreamState, "reckon-stream-state")
 	for i := range c.Streams {
 		s := &c.Streams[i]
 		defDur(&s.Window, time.Hour)
@@ -255,6 +318,15 @@ func (c *Config) fillDefaults() {
 	defDur(&c.Stream.DedupTTL, 24*time.Hour)
 	defInt(&c.Stream.DedupMaxEntries, 1_000_000)
 	defInt(&c.Stream.MaxAttempts, 3)
+	if c.Stream.Instance == "" {
+		c.Stream.Instance, _ = os.Hostname()
+		if c.Stream.Instance == "" {
+			c.Stream.Instance = "0"
+		}
+	}
+	defDur(&c.Stream.CommitInterval, 100*time.Millisecond)
+	defDur(&c.Stream.TickInterval, 250*time.Millisecond)
+	defDur(&c.Stream.SessionTimeout, 45*time.Second)
 	def(&c.Dev.Dir, "./.reckon")
 	defInt(&c.Dev.KafkaPort, 9092)
 	defInt(&c.Dev.TemporalPort, 7233)
@@ -263,6 +335,18 @@ func (c *Config) fillDefaults() {
 	defDur(&c.ZReport.OFDRequestAfter, 144*time.Hour)
 	defDur(&c.ZReport.Retention, 720*time.Hour)
 	def(&c.ZReport.OFDURL, "http://127.0.0.1:8280")
+	defDur(&c.ZReport.OFDRetry, 24*time.Hour)
+	defDur(&c.ZReport.OFDTimeout, 10*time.Second)
+	defInt(&c.ZReport.OFDAttempts, 5)
+	defDur(&c.ZReport.OFDBackoff, time.Second)
+	defDur(&c.ZReport.Linger, time.Hour)
+	defInt(&c.ZReport.HistoryLimit, 5000)
+	def(&c.ZReport.BridgeGroup, "reckon-zreport")
+	defInt(&c.ZReport.BridgeConcurrency, 16)
+	if c.ZReport.OFDSimGeneratorSeed == 0 {
+		c.ZReport.OFDSimGeneratorSeed = 1
+	}
+	defInt(&c.ZReport.OFDSimGeneratorKeys, 20)
 }
 
 // Validate reports every problem at once, joined.

@@ -14,6 +14,9 @@ import (
 	"reckon/internal/config"
 )
 
+// MaxRecordBytes is the largest record reckon produces or fetches.
+const MaxRecordBytes = 16 << 20
+
 // Opts returns the base client options for cfg; role is appended to the
 // client id (e.g. "stream", "generate").
 func Opts(cfg config.Kafka, role string) []kgo.Opt {
@@ -25,6 +28,10 @@ func Opts(cfg config.Kafka, role string) []kgo.Opt {
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(id),
 		kgo.DialTimeout(5 * time.Second),
+		// Oversized poison must travel to the DLQ unchanged (topics allow
+		// 16 MiB; see deploy/topics.yaml).
+		kgo.ProducerBatchMaxBytes(MaxRecordBytes),
+		kgo.FetchMaxPartitionBytes(MaxRecordBytes),
 	}
 }
 

@@ -78,7 +78,9 @@ func Temporal(t testing.TB) (client.Client, string) {
 // its addresses. dataDir, when not empty, persists it.
 func Kafka(t testing.TB, partitions int32, dataDir string, topics ...string) (*kfake.Cluster, []string) {
 	t.Helper()
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...)}
+	// Short group session timeouts let tests move a killed member's
+	// partitions quickly.
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...), kfake.GroupMinSessionTimeout(500 * time.Millisecond)}
 	if dataDir != "" {
 		opts = append(opts, kfake.DataDir(dataDir))
 	}

@@ -29,8 +29,12 @@ type Topic struct {
 	Retention string `yaml:"retention"`
 	// Cleanup is delete, compact or compact,delete.
 	Cleanup string `yaml:"cleanup"`
-	Key     string `yaml:"key"`
-	Purpose string `yaml:"purpose"`
+	// MaxMessageBytes is max.message.bytes; 0 leaves the broker default
+	// (1 MiB). Raw topics and the DLQ take more, so an oversized record
+	// reaches the quality gate and the DLQ instead of failing at produce.
+	MaxMessageBytes int    `yaml:"max_message_bytes"`
+	Key             string `yaml:"key"`
+	Purpose         string `yaml:"purpose"`
 }
 
 // Map is the whole topic map.
@@ -85,6 +89,9 @@ func (m *Map) Validate() error {
 		default:
 			errs = append(errs, fmt.Errorf("%s: cleanup %q must be delete, compact or compact,delete", at, t.Cleanup))
 		}
+		if t.MaxMessageBytes < 0 {
+			errs = append(errs, fmt.Errorf("%s: max_message_bytes must not be negative", at))
+		}
 		if t.Key == "" || t.Purpose == "" {
 			errs = append(errs, fmt.Errorf("%s: key and purpose are required (the map documents every topic)", at))
 		}
@@ -117,7 +124,11 @@ func (t Topic) RetentionMS() (string, error) {
 // Configs are the topic configs reckon manages.
 func (t Topic) Configs() map[string]string {
 	ms, _ := t.RetentionMS()
-	return map[string]string{"retention.ms": ms, "cleanup.policy": t.Cleanup}
+	m := map[string]string{"retention.ms": ms, "cleanup.policy": t.Cleanup}
+	if t.MaxMessageBytes > 0 {
+		m["max.message.bytes"] = strconv.Itoa(t.MaxMessageBytes)
+	}
+	return m
 }
 
 // Action is one thing Apply did or could not do.
@@ -264,7 +275,7 @@ func Describe(ctx context.Context, adm *kadm.Client, m *Map) ([]Live, error) {
 		if rcs, err := adm.DescribeTopicConfigs(ctx, name); err == nil {
 			if rc, err := rcs.On(name, nil); err == nil {
 				for _, c := range rc.Configs {
-					if c.Key == "retention.ms" || c.Key == "cleanup.policy" {
+					if c.Key == "retention.ms" || c.Key == "cleanup.policy" || c.Key == "max.message.bytes" {
 						l.Configs[c.Key] = c.MaybeValue()
 					}
 				}

@@ -1,0 +1,415 @@
+package streaming
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"reckon/internal/config"
+	"reckon/internal/event"
+	"reckon/internal/generate"
+	"reckon/internal/kafkaconn"
+	"reckon/internal/testenv"
+	"reckon/internal/topics"
+)
+
+const envChild = "STREAMING_TEST_CHILD" // not RECKON_*: the config refuses unknown RECKON_ variables
+
+// TestMain lets the test binary run as a `reckon stream` child process, so
+// the crash test can SIGKILL a real worker process mid-transaction.
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		cfg, err := config.Load("", os.Environ(), nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		deterministic(cfg)
+		w, err := New(cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)), nil)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if err := w.Run(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// outputs is everything a run published, in a comparable form.
+type outputs struct {
+	final    map[string]event.Pane // latest pane per window
+	versions map[string][]int64    // every committed version per window, in order
+	features map[string]string     // event_id -> count/sum
+	late     map[string]bool       // source partition/offset
+	dlq      map[string]string     // source partition/offset -> reason
+}
+
+// testEnv is a broker with the topic map applied and the generator's
+// traffic produced, plus the config pointing at it.
+func newTestEnv(t *testing.T, count int64) (*config.Config, []*kgo.Record) {
+	t.Helper()
+	_, brokers := testenv.Kafka(t, 1, "")
+	env := []string{
+		"RECKON_KAFKA_BROKERS=" + brokers[0],
+		"RECKON_STREAM_WORKER_INSTANCE=test",
+		"RECKON_STREAM_WORKER_COMMIT_INTERVAL=20ms",
+		"RECKON_METRICS_ADDR=",
+		"RECKON_STREAM_WORKER_SESSION_TIMEOUT=1s",
+	}
+	cfg, err := config.Load("", env, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deterministic(cfg)
+	ctx := context.Background()
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAdm()
+	m, err := topics.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := topics.Apply(ctx, adm, m); err != nil {
+		t.Fatal(err)
+	}
+	o := generate.Defaults(generate.Payments)
+	o.Seed, o.Count, o.Start = 42, count, time.Date(2026, 11, 7, 8, 0, 0, 0, time.UTC)
+	o.LateFraction, o.DuplicateFraction, o.PoisonFraction = 0.1, 0.05, 0.02
+	o.Rate = 2 // events per second of event time: 3000 events span ~25 minutes, five 5-minute windows
+	g, err := generate.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for {
+		r, ok := g.Next()
+		if !ok {
+			break
+		}
+		recs = append(recs, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Arrival})
+	}
+	return cfg, recs
+}
+
+func produce(t *testing.T, cfg *config.Config, recs []*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kafkaconn.Opts(cfg.Kafka, "test")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deterministic makes outputs depend on the records only, not on the wall
+// clock of each run: no processing-time panes, no idle advance.
+func deterministic(cfg *config.Config) {
+	for i := range cfg.Streams {
+		cfg.Streams[i].EmitInterval = 0
+		cfg.Streams[i].IdleTimeout = 1000 * time.Hour
+	}
+}
+
+// waitDone waits until the stream group has committed every raw offset.
+func waitDone(t *testing.T, cfg *config.Config, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAdm()
+	topicsRaw := []string{}
+	for _, s := range cfg.Streams {
+		topicsRaw = append(topicsRaw, s.Topic)
+	}
+	last := ""
+	for ctx.Err() == nil {
+		ends, err1 := adm.ListEndOffsets(ctx, topicsRaw...)
+		committed, err2 := adm.FetchOffsetsForTopics(ctx, cfg.Stream.Group, topicsRaw...)
+		if err1 == nil && err2 == nil {
+			done := true
+			ends.Each(func(o kadm.ListedOffset) {
+				c, ok := committed.Lookup(o.Topic, o.Partition)
+				if o.Offset > 0 && (!ok || c.At < o.Offset) {
+					done = false
+					last = fmt.Sprintf("%s/%d committed %d of %d", o.Topic, o.Partition, c.At, o.Offset)
+				}
+			})
+			if done {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("stream worker did not finish: %s", last)
+}
+
+// collect reads every committed output record.
+func collect(t *testing.T, cfg *config.Config) outputs {
+	t.Helper()
+	o := outputs{final: map[string]event.Pane{}, versions: map[string][]int64{}, features: map[string]string{}, late: map[string]bool{}, dlq: map[string]string{}}
+	read(t, cfg, cfg.Topics.Summaries, func(r *kgo.Record) {
+		var p event.Pane
+		if err := json.Unmarshal(r.Value, &p); err != nil {
+			t.Fatalf("pane: %v: %s", err, r.Value)
+		}
+		k := p.RecordKey()
+		o.versions[k] = append(o.versions[k], p.Version)
+		if p.Version > o.final[k].Version {
+			p.EmittedAt, p.Watermark = time.Time{}, time.Time{}
+			o.final[k] = p
+		}
+	})
+	read(t, cfg, cfg.Topics.Features, func(r *kgo.Record) {
+		var f event.Feature
+		if err := json.Unmarshal(r.Value, &f); err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := o.features[f.EventID]; dup {
+			t.Errorf("feature for %s published twice", f.EventID)
+		}
+		o.features[f.EventID] = fmt.Sprintf("%d/%g", f.Count, f.Sum)
+	})
+	src := func(r *kgo.Record) string {
+		var p, off string
+		for _, h := range r.Headers {
+			switch h.Key {
+			case event.HeaderSourcePartition:
+				p = string(h.Value)
+			case event.HeaderSourceOffset:
+				off = string(h.Value)
+			}
+		}
+		return p + "/" + off
+	}
+	read(t, cfg, cfg.Topics.Late, func(r *kgo.Record) { o.late[src(r)] = true })
+	read(t, cfg, cfg.Topics.DLQ, func(r *kgo.Record) {
+		for _, h := range r.Headers {
+			if h.Key == event.HeaderReason {
+				o.dlq[src(r)] = string(h.Value)
+			}
+		}
+	})
+	return o
+}
+
+func read(t *testing.T, cfg *config.Config, topic string, fn func(*kgo.Record)) {
+	t.Helper()
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "test-read"),
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if fs.NumRecords() == 0 {
+			return
+		}
+		fs.EachRecord(fn)
+	}
+}
+
+func runInProcess(t *testing.T, cfg *config.Config) {
+	t.Helper()
+	w, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	waitDone(t, cfg, time.Minute)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStreamOutputsAndDeadLetters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	cfg, recs := newTestEnv(t, 3000)
+	produce(t, cfg, recs)
+	runInProcess(t, cfg)
+	o := collect(t, cfg)
+	if len(o.final) == 0 || len(o.features) == 0 || len(o.late) == 0 || len(o.dlq) == 0 {
+		t.Fatalf("outputs missing: %d windows, %d features, %d late, %d dead letters", len(o.final), len(o.features), len(o.late), len(o.dlq))
+	}
+	for k, vs := range o.versions {
+		for i, v := range vs {
+			if v != int64(i+1) {
+				t.Fatalf("window %s versions %v: not 1..n", k, vs)
+			}
+		}
+	}
+	for src, reason := range o.dlq {
+		if reason == "" {
+			t.Errorf("dead letter %s without reason", src)
+		}
+	}
+	t.Logf("%d windows, %d features, %d late, %d dead letters", len(o.final), len(o.features), len(o.late), len(o.dlq))
+}
+
+// TestStreamCrashRecovery SIGKILLs a real worker process several times
+// mid-run and checks that the committed outputs equal an uninterrupted
+// run's: no pane, feature, late record or dead letter lost or doubled, and
+// every window's versions 1..n with no gap or repeat.
+func TestStreamCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	const n = 3000
+	want := func() outputs {
+		cfg, recs := newTestEnv(t, n)
+		produce(t, cfg, recs)
+		runInProcess(t, cfg)
+		return collect(t, cfg)
+	}()
+
+	// The same records in four chunks: each worker process gets new work,
+	// is killed with SIGKILL soon after it first committed some of it, and
+	// the next one takes over from the committed state.
+	cfg, recs := newTestEnv(t, n)
+	env := append(os.Environ(), envChild+"=1",
+		"RECKON_KAFKA_BROKERS="+cfg.Kafka.Brokers[0], "RECKON_STREAM_WORKER_INSTANCE=test",
+		"RECKON_STREAM_WORKER_COMMIT_INTERVAL=20ms", "RECKON_METRICS_ADDR=", "RECKON_STREAM_WORKER_SESSION_TIMEOUT=1s")
+	rng := rand.New(rand.NewPCG(1, 2))
+	chunk := len(recs) / 4
+	kills := 0
+	for kills < 3 {
+		// Records keep arriving while the worker runs, so the kill lands
+		// mid-stream, often inside an open transaction.
+		before := committedTotal(t, cfg)
+		produced := make(chan struct{})
+		go func(part []*kgo.Record) {
+			defer close(produced)
+			for len(part) > 0 {
+				n := min(10, len(part))
+				produce(t, cfg, part[:n])
+				part = part[n:]
+				time.Sleep(5 * time.Millisecond)
+			}
+		}(recs[kills*chunk : (kills+1)*chunk])
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = env
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for committedTotal(t, cfg) == before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		<-produced
+		kills++
+		t.Logf("kill %d with %d offsets committed; child's last line: %s", kills, committedTotal(t, cfg), lastLine(stderr.String()))
+		if os.Getenv("STREAMING_TEST_VERBOSE") != "" {
+			t.Logf("child %d stderr:\n%s", kills, stderr.String())
+		}
+	}
+	if p := committedTotal(t, cfg); p == 0 {
+		t.Fatal("the killed workers committed nothing: the kills did not test recovery")
+	} else {
+		t.Logf("killed workers committed %d offsets before the last run", p)
+	}
+	// A last uninterrupted run finishes the work.
+	produce(t, cfg, recs[3*chunk:])
+	runInProcess(t, cfg)
+	got := collect(t, cfg)
+
+	if len(want.final) == 0 || len(want.late) == 0 || len(want.dlq) == 0 || len(want.features) == 0 {
+		t.Fatalf("uninterrupted run published too little to compare: %d windows, %d late, %d dlq, %d features", len(want.final), len(want.late), len(want.dlq), len(want.features))
+	}
+	if !maps.Equal(got.final, want.final) {
+		t.Errorf("final panes differ: %d windows vs %d", len(got.final), len(want.final))
+		for k, p := range want.final {
+			if got.final[k] != p {
+				t.Errorf("  %s: got %+v want %+v", k, got.final[k], p)
+				break
+			}
+		}
+	}
+	for k, vs := range got.versions {
+		if !slices.Equal(vs, want.versions[k]) {
+			t.Errorf("window %s versions %v, uninterrupted %v", k, vs, want.versions[k])
+			break
+		}
+	}
+	shown := 0
+	for id, v := range got.features {
+		if want.features[id] != v && shown < 5 {
+			shown++
+			t.Logf("feature %s: got %s want %s", id, v, want.features[id])
+		}
+	}
+	if !maps.Equal(got.features, want.features) || !maps.Equal(got.late, want.late) || !maps.Equal(got.dlq, want.dlq) {
+		t.Errorf("features %d/%d, late %d/%d, dlq %d/%d differ", len(got.features), len(want.features), len(got.late), len(want.late), len(got.dlq), len(want.dlq))
+	}
+}
+
+func committedTotal(t *testing.T, cfg *config.Config) int64 {
+	t.Helper()
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAdm()
+	var raw []string
+	for _, s := range cfg.Streams {
+		raw = append(raw, s.Topic)
+	}
+	committed, err := adm.FetchOffsetsForTopics(context.Background(), cfg.Stream.Group, raw...)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	committed.Each(func(o kadm.OffsetResponse) {
+		if o.At > 0 {
+			n += o.At
+		}
+	})
+	return n
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
