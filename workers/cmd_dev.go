@@ -115,7 +115,14 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		}(),
 		"stream":   mk("stream", self, append([]string{"stream"}, common...)...),
 		"batch":    mk("batch", self, append([]string{"batch"}, common...)...),
-		"generate": mk("generate", self, append([]string{"generate", "--scenario", "all", "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0", "--poison-fraction", "0.01", "--duplicate-fraction", "0.02", "--late-fraction", "0.05"}, common...)...),
+	}
+	// The generator runs one process per scenario, with its default mix of
+	// late, duplicate, poison and skewed events, at the configured rate.
+	var genNames []string
+	for _, sc := range []string{"sensors", "payments"} {
+		name := "gen-" + sc
+		genNames = append(genNames, name)
+		procs[name] = mk(name, self, append([]string{"generate", "--scenario", sc, "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0"}, common...)...)
 	}
 	if cfg.Dev.GenerateRate == 0 {
 		skip["generate"] = true
@@ -126,20 +133,26 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		defer outMu.Unlock()
 		fmt.Fprintf(cx.stdout, "reckon dev: "+format+"\n", a...)
 	}
-	var wg sync.WaitGroup
-	stops := []context.CancelFunc{}
+	type running struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	var started []running
 	start := func(name string) {
 		pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		stops = append(stops, cancel)
-		wg.Add(1)
-		go func() { defer wg.Done(); procs[name].run(pctx) }()
+		r := running{cancel, make(chan struct{})}
+		started = append(started, r)
+		go func() { defer close(r.done); procs[name].run(pctx) }()
 	}
-	// stopAll stops components in reverse start order, each fully before the next.
+	// stopAll stops components in reverse start order, each fully before
+	// the next: workers finish their transactions and activities while the
+	// broker and Temporal are still up.
 	stopAll := func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].cancel()
+			<-started[i].done
 		}
-		wg.Wait()
+		started = nil
 	}
 	defer stopAll()
 
@@ -179,7 +192,13 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		}
 	}
 	for _, name := range devComponents[2:] {
-		if !skip[name] {
+		switch {
+		case skip[name]:
+		case name == "generate":
+			for _, g := range genNames {
+				start(g)
+			}
+		default:
 			start(name)
 		}
 	}
