@@ -1,0 +1,547 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"reckon/internal/event"
+)
+
+// Forever, as Options.AllowedLateness or Options.DedupTTL, means unbounded:
+// windows are never purged, nothing is late, event ids are never forgotten.
+// The batch recompute runs the operator this way (see Truth).
+const Forever time.Duration = math.MaxInt64
+
+// Errors returned by the operator. A bad record never panics it.
+var (
+	// ErrOptions wraps every problem Options.Validate finds.
+	ErrOptions = errors.New("operator: invalid options")
+	// ErrRecord marks a record the operator cannot represent: a time outside
+	// the years 1678–2262 (int64 nanoseconds) or a value that is NaN or ±Inf.
+	// The gate should have rejected it; the shell dead-letters it.
+	ErrRecord = errors.New("operator: invalid record")
+)
+
+// Options configures an Operator. The zero value of each field means its
+// default, stated in its comment. The Kafka shell and `reckon simulate` map
+// config.Stream and config.StreamWorker onto it; the defaults here are the
+// operator's own (no config-layer defaults are assumed).
+type Options struct {
+	// Stream names the stream on emitted panes. Default "".
+	Stream string
+	// Window is the tumbling window size; windows are [start, start+Window)
+	// aligned to the Unix epoch, one per key. Default 0: no windows.
+	Window time.Duration
+	// Rolling is the rolling-feature size: for every event accepted for
+	// features, count and sum of the key's accepted events in
+	// (et − Rolling, et]. Default 0: no features.
+	Rolling time.Duration
+	// OutOfOrderness is subtracted from the maximum event time seen to get
+	// the watermark. Default 0.
+	OutOfOrderness time.Duration
+	// AllowedLateness keeps fired windows (and rolling buffers) for late
+	// events. Default 0. Forever never purges anything.
+	AllowedLateness time.Duration
+	// IdleTimeout: once this much processing time has passed since the last
+	// record, Tick advances the watermark with processing time (see Tick).
+	// Default 0: the watermark only moves with records.
+	IdleTimeout time.Duration
+	// EmitInterval: Tick emits an early pane for every dirty open window at
+	// most once per EmitInterval of processing time. Default 0: no early
+	// panes from Tick (EmitEarly still works).
+	EmitInterval time.Duration
+	// DedupTTL is how long (processing time, from first sight) an event id
+	// is remembered. Default 24h. Forever never expires.
+	DedupTTL time.Duration
+	// DedupMaxEntries bounds the dedup set; when full the oldest entry is
+	// evicted and counted. Default 1,000,000.
+	DedupMaxEntries int
+}
+
+func (opts Options) withDefaults() Options {
+	if opts.DedupTTL == 0 {
+		opts.DedupTTL = 24 * time.Hour
+	}
+	if opts.DedupMaxEntries == 0 {
+		opts.DedupMaxEntries = 1_000_000
+	}
+	return opts
+}
+
+// Validate reports every problem at once, each wrapping ErrOptions.
+func (opts Options) Validate() error {
+	var errs []error
+	neg := func(name string, d time.Duration) {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%w: %s %v is negative", ErrOptions, name, d))
+		}
+	}
+	neg("window", opts.Window)
+	neg("rolling", opts.Rolling)
+	neg("out_of_orderness", opts.OutOfOrderness)
+	neg("allowed_lateness", opts.AllowedLateness)
+	neg("idle_timeout", opts.IdleTimeout)
+	neg("emit_interval", opts.EmitInterval)
+	neg("dedup_ttl", opts.DedupTTL)
+	if opts.DedupMaxEntries < 0 {
+		errs = append(errs, fmt.Errorf("%w: dedup_max_entries %d is negative", ErrOptions, opts.DedupMaxEntries))
+	}
+	return errors.Join(errs...)
+}
+
+// Record is one valid event offered to the operator. The operator keeps no
+// reference to the caller's memory: strings it retains are copied.
+type Record struct {
+	// ID is the dedup identity (event_id).
+	ID EventID
+	// Key is the entity key; windows and rolling features are per key.
+	Key string
+	// Value is aggregated (sum, min, max); it must be finite.
+	Value float64
+	// EventTime is occurred_at.
+	EventTime time.Time
+	// Arrival is processing time: when the shell received the record (the
+	// Kafka record timestamp, or arrived_at in simulate). It drives dedup
+	// expiry, idleness and emitted_at; the operator's processing clock is
+	// the maximum of all arrivals and Tick instants, so it never goes back.
+	Arrival time.Time
+	// Ref is opaque to the operator and echoed on the record's Feature and
+	// LateRecord outputs, e.g. the Kafka offset, so the shell can find the
+	// original bytes.
+	Ref int64
+}
+
+// Verdict says what the operator did with a record; it is a set of flags.
+type Verdict uint8
+
+// Verdict flags. Accepted is set when the record counted anywhere; then
+// InFeatures and/or InWindow say where. Duplicate and Late are exclusive with
+// everything else.
+const (
+	Accepted   Verdict = 1 << iota // applied to features and/or a window
+	InFeatures                     // counted in rolling features; a Feature was emitted
+	InWindow                       // folded into a window (a late pane may have been emitted)
+	Duplicate                      // event id seen within the TTL: counted, not applied
+	Late                           // accepted nowhere: a Late output was emitted
+)
+
+// Has reports whether every flag of f is set in v.
+func (v Verdict) Has(f Verdict) bool { return v&f == f }
+
+// Feature is a rolling feature value for one accepted event (seed 000).
+// Event converts it to the shared record type for publishing.
+type Feature struct {
+	Ref       int64
+	ID        EventID
+	Key       string // owned by the operator; safe to keep
+	EventTime time.Time
+	Count     int64
+	Sum       float64
+	// Watermark is the watermark before this event; zero and
+	// HasWatermark false before the first event.
+	Watermark    time.Time
+	HasWatermark bool
+	EmittedAt    time.Time
+}
+
+// Event renders f as the features-topic record of stream with the given
+// rolling size. It allocates the event id text.
+func (f Feature) Event(stream string, size time.Duration) event.Feature {
+	return event.Feature{
+		Stream: stream, Key: f.Key, EventID: f.ID.String(), EventTime: f.EventTime,
+		Size: size, Count: f.Count, Sum: f.Sum, Watermark: f.Watermark, EmittedAt: f.EmittedAt,
+	}
+}
+
+// LateRecord is a record accepted nowhere because it arrived after the watermark
+// had passed everything it could still count towards. It goes to the late
+// side output; the batch side counts it.
+type LateRecord struct {
+	Ref       int64
+	ID        EventID
+	Key       string
+	EventTime time.Time
+	Value     float64
+	Watermark time.Time // the watermark it was judged against
+	EmittedAt time.Time
+}
+
+// Out collects outputs. The caller owns it, drains it (publishes) and calls
+// Reset; the operator only appends. Within each slice the order is the
+// emission order: panes of one window appear in version order.
+type Out struct {
+	Panes    []event.Pane
+	Features []Feature
+	Late     []LateRecord
+}
+
+// Reset empties o, keeping its capacity.
+func (o *Out) Reset() {
+	o.Panes = o.Panes[:0]
+	o.Features = o.Features[:0]
+	o.Late = o.Late[:0]
+}
+
+// Len is the number of outputs in o.
+func (o *Out) Len() int { return len(o.Panes) + len(o.Features) + len(o.Late) }
+
+// Operator is the per-partition state machine. Create it with New; it is not
+// safe for concurrent use (one owner, see the package doc).
+type Operator struct {
+	opts Options
+	// Durations in nanoseconds; lateness and ttl may be math.MaxInt64.
+	size, roll, ooo, lateness, idle, emit int64
+
+	// Event-time clock. hasWM is false until the first record; after it,
+	// wm = max(wm, maxET − ooo) after every record and the idle rule in Tick.
+	hasWM bool
+	wm    int64
+	maxET int64
+	// Processing-time clock: the maximum arrival / Tick instant seen.
+	hasProc bool
+	proc    int64
+	// lastRecord is the processing clock after the last record and
+	// wmAtRecord the watermark right after it: the idle rule's anchor.
+	lastRecord int64
+	wmAtRecord int64
+	// nextEmit is when Tick next emits early panes; valid iff hasNextEmit.
+	hasNextEmit bool
+	nextEmit    int64
+
+	buckets []*bucket // held windows grouped by start, ascending
+	spare   []*bucket // purged buckets for reuse
+	order   []int32   // scratch for sorting windows by key
+
+	keys    map[string]*rollKey // rolling buffers
+	sweepAt int64               // next rolling horizon at which all keys are pruned
+
+	dd dedup
+	n  counters
+}
+
+// counters are the monotonic counts kept in snapshots.
+type counters struct {
+	records, accepted, duplicates, late, featureLate uint64
+	features, earlyPanes, onTimePanes, latePanes     uint64
+}
+
+// New returns an operator with empty state.
+func New(opts Options) (*Operator, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	o := &Operator{
+		opts:     opts,
+		size:     int64(opts.Window),
+		roll:     int64(opts.Rolling),
+		ooo:      int64(opts.OutOfOrderness),
+		lateness: int64(opts.AllowedLateness),
+		idle:     int64(opts.IdleTimeout),
+		emit:     int64(opts.EmitInterval),
+		keys:     map[string]*rollKey{},
+		sweepAt:  math.MinInt64,
+	}
+	o.dd.init(int64(opts.DedupTTL), opts.DedupMaxEntries)
+	return o, nil
+}
+
+// Options returns the options in effect, defaults filled in.
+func (o *Operator) Options() Options { return o.opts }
+
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+func inRange(t time.Time) bool { return !t.Before(minTime) && !t.After(maxTime) }
+
+func ts(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// Process applies one record: dedup, then the lateness decision against the
+// watermark as it stood before the record, then features, window update and
+// late output, then the watermark advance the record causes (on-time panes,
+// purges). Outputs are appended to out in that order. An error (ErrRecord)
+// leaves the state untouched.
+//
+// The combined late rule, with wm the watermark before the record, L the
+// allowed lateness and [start, end) the record's window:
+//   - features: accepted iff there is no watermark yet or et ≥ wm − L;
+//   - windows:  accepted iff there is no watermark yet or end + L > wm
+//     (the window is not purged); if end ≤ wm the window has fired (or
+//     had no events when the watermark passed it) and a late pane is
+//     emitted at once;
+//   - the record goes to the late side output iff it was accepted by
+//     neither of the enabled parts.
+//
+// Because end > et, a record accepted for features is always accepted for
+// its window; the converse does not hold: with lateness 0 a record with
+// et < wm < end updates its (not yet fired) window but gets no feature.
+func (o *Operator) Process(r Record, out *Out) (Verdict, error) {
+	if !inRange(r.EventTime) || !inRange(r.Arrival) {
+		return 0, fmt.Errorf("%w: time outside 1678–2262", ErrRecord)
+	}
+	if math.IsNaN(r.Value) || math.IsInf(r.Value, 0) {
+		return 0, fmt.Errorf("%w: value %v is not finite", ErrRecord, r.Value)
+	}
+	et := r.EventTime.UnixNano()
+	o.observe(r.Arrival.UnixNano())
+	o.n.records++
+	if !o.dd.add(r.ID, o.proc) {
+		o.n.duplicates++
+		return Duplicate, nil
+	}
+	v := o.apply(&r, et, out)
+	if !o.hasWM || et > o.maxET {
+		o.maxET = et
+	}
+	o.lastRecord = o.proc
+	o.advance(subSat(o.maxET, o.ooo), out)
+	o.wmAtRecord = o.wm
+	return v, nil
+}
+
+func (o *Operator) apply(r *Record, et int64, out *Out) Verdict {
+	featureIn := o.roll > 0 && (!o.hasWM || et >= subSat(o.wm, o.lateness))
+	var start, end int64
+	windowIn := false
+	if o.size > 0 {
+		start = floorTo(et, o.size)
+		end = addSat(start, o.size)
+		windowIn = !o.hasWM || addSat(end, o.lateness) > o.wm
+	}
+	if !featureIn && !windowIn && (o.roll > 0 || o.size > 0) {
+		o.n.late++
+		out.Late = append(out.Late, LateRecord{
+			Ref: r.Ref, ID: r.ID, Key: strings.Clone(r.Key), EventTime: ts(et), Value: r.Value,
+			Watermark: ts(o.wm), EmittedAt: ts(o.proc),
+		})
+		return Late
+	}
+	o.n.accepted++
+	v := Accepted
+	if featureIn {
+		o.feature(r, et, out)
+		v |= InFeatures
+	} else if o.roll > 0 {
+		o.n.featureLate++
+	}
+	if windowIn {
+		o.fold(r.Key, start, end, r.Value, out)
+		v |= InWindow
+	}
+	return v
+}
+
+// observe moves the processing clock forward to t (never back) and expires
+// dedup entries.
+func (o *Operator) observe(t int64) {
+	if !o.hasProc || t > o.proc {
+		o.proc, o.hasProc = t, true
+	}
+	o.dd.expire(o.proc)
+}
+
+// advance raises the watermark to wm if that is higher (or the first), then
+// fires windows whose end it passed, purges windows past their lateness and
+// prunes rolling buffers.
+func (o *Operator) advance(wm int64, out *Out) {
+	if o.hasWM && wm <= o.wm {
+		return
+	}
+	o.hasWM, o.wm = true, wm
+	// Invariant: after every advance the buckets with end ≤ wm are exactly
+	// the fired ones, a prefix (a bucket created behind the watermark is
+	// born fired). Start at the first unfired one so a long lateness does
+	// not make every advance walk the held history.
+	for _, b := range o.buckets[o.firstUnfired():] {
+		if b.end > o.wm {
+			break
+		}
+		o.fire(b, event.TimingOnTime, out)
+		b.fired = true
+	}
+	purge := 0
+	for _, b := range o.buckets {
+		if addSat(b.end, o.lateness) > o.wm {
+			break
+		}
+		purge++
+	}
+	if purge > 0 {
+		for _, b := range o.buckets[:purge] {
+			o.recycle(b)
+		}
+		n := copy(o.buckets, o.buckets[purge:])
+		clear(o.buckets[n:])
+		o.buckets = o.buckets[:n]
+	}
+	if h, ok := o.horizon(); ok && h >= o.sweepAt {
+		for k, rk := range o.keys {
+			if rk.prune(h) == 0 {
+				delete(o.keys, k)
+			}
+		}
+		o.sweepAt = addSat(h, o.roll)
+	}
+}
+
+// horizon is the event time at or before which no rolling point can be
+// counted again: every future feature-accepted event has et ≥ wm − L and
+// counts only points after et − Rolling.
+func (o *Operator) horizon() (int64, bool) {
+	if o.roll == 0 || !o.hasWM || o.lateness == int64(Forever) {
+		return 0, false
+	}
+	return subSat(subSat(o.wm, o.lateness), o.roll), true
+}
+
+// Tick does processing-time work at now (monotonic: an earlier now is
+// treated as the current processing clock):
+//
+//   - Idle advance: if a watermark exists, IdleTimeout > 0 and at least
+//     IdleTimeout has passed since the last record (by the processing
+//     clock), the watermark becomes
+//     max(wm, wm_last + (now − last_arrival − IdleTimeout)),
+//     where wm_last is the watermark right after the last record and
+//     last_arrival the processing clock then: after the timeout the
+//     watermark moves at the speed of processing time from where it stood,
+//     never backwards, and a record resumes the normal rule
+//     (wm = max(wm, max_et − out_of_orderness)). The rule is relative, so
+//     a replay of old data is not made late by the wall clock.
+//   - Early panes: with EmitInterval > 0, the first Tick arms a timer; each
+//     Tick at or after it emits an early pane for every dirty open window
+//     (EmitEarly) and re-arms it EmitInterval later.
+//
+// The shell calls Tick from its run loop's timer, e.g. every 100ms.
+func (o *Operator) Tick(now time.Time, out *Out) {
+	if !inRange(now) {
+		return
+	}
+	o.observe(now.UnixNano())
+	if o.idle > 0 && o.hasWM && o.proc-o.lastRecord >= o.idle {
+		o.advance(addSat(o.wmAtRecord, o.proc-o.lastRecord-o.idle), out)
+	}
+	if o.emit > 0 {
+		if !o.hasNextEmit {
+			o.hasNextEmit, o.nextEmit = true, addSat(o.proc, o.emit)
+		} else if o.proc >= o.nextEmit {
+			o.EmitEarly(out)
+			o.nextEmit = addSat(o.proc, o.emit)
+		}
+	}
+}
+
+// Watermark returns the partition watermark; false before the first record.
+func (o *Operator) Watermark() (time.Time, bool) {
+	if !o.hasWM {
+		return time.Time{}, false
+	}
+	return ts(o.wm), true
+}
+
+// WatermarkLag is the processing clock minus the watermark: how far event
+// time trails processing time. Zero before the first record.
+func (o *Operator) WatermarkLag() time.Duration {
+	if !o.hasWM || !o.hasProc {
+		return 0
+	}
+	return time.Duration(subSat(o.proc, o.wm))
+}
+
+// Stats are counters (monotonic, kept in snapshots) and gauges (current
+// state size) of one operator.
+type Stats struct {
+	Records     uint64 // valid records offered, duplicates included
+	Accepted    uint64 // applied to features and/or a window
+	Duplicates  uint64 // dropped by dedup
+	Late        uint64 // sent to the late side output
+	FeatureLate uint64 // accepted for a window but too late for features
+	Features    uint64 // features emitted
+	EarlyPanes  uint64
+	OnTimePanes uint64
+	LatePanes   uint64
+	// DedupEvicted counts entries dropped because the set was full before
+	// their TTL: a redelivery of one of them would be applied twice.
+	DedupEvicted uint64
+	DedupExpired uint64 // entries dropped at the end of their TTL
+
+	DedupEntries  int // gauge: event ids remembered
+	Windows       int // gauge: (key, window) states held
+	RollingKeys   int // gauge: keys with rolling buffers
+	RollingPoints int // gauge: events held in rolling buffers
+}
+
+// Stats returns the current counters and gauges.
+func (o *Operator) Stats() Stats {
+	s := Stats{
+		Records: o.n.records, Accepted: o.n.accepted, Duplicates: o.n.duplicates,
+		Late: o.n.late, FeatureLate: o.n.featureLate, Features: o.n.features,
+		EarlyPanes: o.n.earlyPanes, OnTimePanes: o.n.onTimePanes, LatePanes: o.n.latePanes,
+		DedupEvicted: o.dd.evicted, DedupExpired: o.dd.expired, DedupEntries: o.dd.n,
+		RollingKeys: len(o.keys),
+	}
+	for _, b := range o.buckets {
+		s.Windows += len(b.wins)
+	}
+	for _, k := range o.keys {
+		s.RollingPoints += len(k.pts) - k.head
+	}
+	return s
+}
+
+// WindowAgg is the aggregate of one (key, window).
+type WindowAgg struct {
+	Key        string
+	Start, End time.Time
+	Agg        event.Agg
+	Version    int64 // panes emitted so far; 0 if none
+}
+
+// Windows returns every held window, sorted by key then start.
+func (o *Operator) Windows() []WindowAgg {
+	var ws []WindowAgg
+	for _, b := range o.buckets {
+		for _, w := range b.wins {
+			ws = append(ws, WindowAgg{Key: w.key, Start: ts(b.start), End: ts(b.end), Agg: w.agg, Version: w.version})
+		}
+	}
+	slices.SortFunc(ws, func(a, b WindowAgg) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return a.Start.Compare(b.Start)
+	})
+	return ws
+}
+
+// floorTo rounds t down to a multiple of size (epoch aligned, also for
+// negative t).
+func floorTo(t, size int64) int64 {
+	m := t % size
+	if m < 0 {
+		m += size
+	}
+	return t - m
+}
+
+func addSat(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	if b < 0 && a < math.MinInt64-b {
+		return math.MinInt64
+	}
+	return a + b
+}
+
+func subSat(a, b int64) int64 {
+	if b == math.MinInt64 {
+		return addSat(addSat(a, math.MaxInt64), 1)
+	}
+	return addSat(a, -b)
+}
