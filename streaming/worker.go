@@ -150,61 +150,25 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	lastTick := time.Time{}
 	for ctx.Err() == nil {
-		pctx, cancel := context.WithTimeout(ctx, w.cfg.Stream.CommitInterval)
-		fetches := sess.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			break
-		}
-		for drained := false; !drained; {
-			select {
-			case l := <-revoked:
-				for _, k := range l {
-					w.drop(k)
-				}
-			default:
-				drained = true
-			}
-		}
-		for _, fe := range fetches.Errors() {
-			if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
-				w.log.Warn("fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
-			}
-		}
-		var recs []*kgo.Record
+		// One transaction gathers every poll for up to CommitInterval:
+		// fewer, larger transactions under load (each carries the touched
+		// partitions' snapshots), at most CommitInterval of latency when idle.
 		if err := sess.Begin(); err != nil {
 			return fmt.Errorf("streaming: begin: %w", err)
 		}
+		var recs []*kgo.Record
 		var failed *recordRef
-		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-			if failed != nil || len(p.Records) == 0 {
-				return
+		txnStart := w.now()
+		for failed == nil && ctx.Err() == nil {
+			wait := w.cfg.Stream.CommitInterval - w.now().Sub(txnStart)
+			if wait <= 0 {
+				break
 			}
-			part, err := w.partitionFor(ctx, tp{p.Topic, p.Partition}, p.Records[0].Offset)
-			if err != nil {
-				w.log.Error("cannot restore partition state; will retry", "topic", p.Topic, "partition", p.Partition, "err", err)
-				failed = &recordRef{tp{p.Topic, p.Partition}, p.Records[0].Offset}
-				return
-			}
-			for _, r := range p.Records {
-				if r.Offset < part.next {
-					continue // already reflected in the restored state
-				}
-				out, ok := w.processRecord(part, r)
-				if !ok {
-					failed = &recordRef{part.tp, r.Offset}
-					return
-				}
-				recs = append(recs, out...)
-				part.next = r.Offset + 1
-				part.touched = true
-				if r.Timestamp.After(part.lastArrival) {
-					part.lastArrival = r.Timestamp
-				}
-				part.lastWall = w.now()
-			}
-			w.m.lag(part, p.HighWatermark)
-		})
+			failed = w.pollOnce(ctx, sess, revoked, wait, &recs)
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		if now := w.now(); failed == nil && now.Sub(lastTick) >= w.cfg.Stream.TickInterval {
 			lastTick = now
 			for _, part := range w.parts {
@@ -256,6 +220,62 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info("stream worker stopping")
 	return nil
+}
+
+// pollOnce polls for at most wait and runs what arrived through the
+// partitions' operators, appending the records to publish to recs. It
+// returns the record that failed processing, if any.
+func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, revoked chan []tp, wait time.Duration, recs *[]*kgo.Record) *recordRef {
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	fetches := sess.PollFetches(pctx)
+	cancel()
+	for drained := false; !drained; {
+		select {
+		case l := <-revoked:
+			for _, k := range l {
+				w.drop(k)
+			}
+		default:
+			drained = true
+		}
+	}
+	for _, fe := range fetches.Errors() {
+		if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
+			w.log.Warn("fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
+		}
+	}
+	var failed *recordRef
+	now := w.now()
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if failed != nil || len(p.Records) == 0 {
+			return
+		}
+		part, err := w.partitionFor(ctx, tp{p.Topic, p.Partition}, p.Records[0].Offset)
+		if err != nil {
+			w.log.Error("cannot restore partition state; will retry", "topic", p.Topic, "partition", p.Partition, "err", err)
+			failed = &recordRef{tp{p.Topic, p.Partition}, p.Records[0].Offset}
+			return
+		}
+		for _, r := range p.Records {
+			if r.Offset < part.next {
+				continue // already reflected in the restored state
+			}
+			out, ok := w.processRecord(part, r)
+			if !ok {
+				failed = &recordRef{part.tp, r.Offset}
+				return
+			}
+			*recs = append(*recs, out...)
+			part.next = r.Offset + 1
+			part.touched = true
+			if r.Timestamp.After(part.lastArrival) {
+				part.lastArrival = r.Timestamp
+			}
+			part.lastWall = now
+		}
+		w.m.lag(part, p.HighWatermark)
+	})
+	return failed
 }
 
 func (w *Worker) abort(ctx context.Context, sess *kgo.GroupTransactSession) {

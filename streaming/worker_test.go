@@ -66,7 +66,7 @@ type outputs struct {
 
 // testEnv is a broker with the topic map applied and the generator's
 // traffic produced, plus the config pointing at it.
-func newTestEnv(t *testing.T, count int64) (*config.Config, []*kgo.Record) {
+func newTestEnv(t testing.TB, count int64, tweak ...func(*generate.Options)) (*config.Config, []*kgo.Record) {
 	t.Helper()
 	_, brokers := testenv.Kafka(t, 1, "")
 	env := []string{
@@ -98,6 +98,9 @@ func newTestEnv(t *testing.T, count int64) (*config.Config, []*kgo.Record) {
 	o.Seed, o.Count, o.Start = 42, count, time.Date(2026, 11, 7, 8, 0, 0, 0, time.UTC)
 	o.LateFraction, o.DuplicateFraction, o.PoisonFraction = 0.1, 0.05, 0.02
 	o.Rate = 2 // events per second of event time: 3000 events span ~25 minutes, five 5-minute windows
+	for _, f := range tweak {
+		f(&o)
+	}
 	g, err := generate.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +116,7 @@ func newTestEnv(t *testing.T, count int64) (*config.Config, []*kgo.Record) {
 	return cfg, recs
 }
 
-func produce(t *testing.T, cfg *config.Config, recs []*kgo.Record) {
+func produce(t testing.TB, cfg *config.Config, recs []*kgo.Record) {
 	t.Helper()
 	cl, err := kgo.NewClient(kafkaconn.Opts(cfg.Kafka, "test")...)
 	if err != nil {
@@ -135,7 +138,7 @@ func deterministic(cfg *config.Config) {
 }
 
 // waitDone waits until the stream group has committed every raw offset.
-func waitDone(t *testing.T, cfg *config.Config, timeout time.Duration) {
+func waitDone(t testing.TB, cfg *config.Config, timeout time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
