@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
-		"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/worker"
 
 	"reckon/internal/config"
 	"reckon/internal/kafkaconn"

@@ -1,5 +1,513 @@
 package workers
 
-import "context"
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
 
-func runLake(ctx context.Context, cx *cmdContext) error { return notYet(cx, 4) }
+	"reckon/internal/event"
+	"reckon/lake"
+)
+
+// lakeSubcommands of `reckon lake`, in help order.
+var lakeSubcommands = []struct {
+	name, summary string
+	run           func(ctx context.Context, cx *cmdContext) error
+}{
+	{"ls", "list tables, partitions, files, rows, bytes, time coverage and archive progress", runLakeLs},
+	{"write", "archive a JSONL file of envelopes (arrived_at = ingest time) like the archiver does", runLakeWrite},
+	{"query", "aggregate a topic per key and window (count, sum, min, max), deduplicated by event_id", runLakeQuery},
+	{"compact", "merge the small files of finalized hours into one file per partition", runLakeCompact},
+}
+
+// runLake dispatches `reckon lake <subcommand>`.
+func runLake(ctx context.Context, cx *cmdContext) error {
+	if len(cx.args) == 0 || cx.args[0] == "-h" || cx.args[0] == "--help" || cx.args[0] == "help" {
+		fmt.Fprintln(cx.stderr, "Usage: reckon lake <subcommand> [flags]\n\nSubcommands:")
+		for _, s := range lakeSubcommands {
+			fmt.Fprintf(cx.stderr, "  %-8s %s\n", s.name, s.summary)
+		}
+		if len(cx.args) == 0 {
+			return fmt.Errorf("%w: missing subcommand", errUsage)
+		}
+		return nil
+	}
+	for _, s := range lakeSubcommands {
+		if s.name == cx.args[0] {
+			cx.args = cx.args[1:]
+			cx.fs.Init("reckon lake "+s.name, cx.fs.ErrorHandling())
+			return s.run(ctx, cx)
+		}
+	}
+	return fmt.Errorf("%w: unknown subcommand %q (ls, write, query, compact)", errUsage, cx.args[0])
+}
+
+// lakeFlag registers --lake; openLake opens it after cx.parse.
+func lakeFlag(cx *cmdContext) *string {
+	return cx.fs.String("lake", "", "lake root directory (default: lake.root from the configuration)")
+}
+
+func openLake(cx *cmdContext, dir string) (*lake.Lake, error) {
+	if dir == "" {
+		dir = cx.cfg.Lake.Root
+	}
+	return lake.Open(lake.Options{Root: dir})
+}
+
+func lakeNoArgs(cx *cmdContext) error {
+	if cx.fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, cx.fs.Args())
+	}
+	return nil
+}
+
+// runLakeLs prints what the lake holds.
+func runLakeLs(ctx context.Context, cx *cmdContext) error {
+	dir := lakeFlag(cx)
+	format := cx.fs.String("format", "table", "output format: table or json")
+	if err := cx.parse(); err != nil {
+		return err
+	}
+	if err := lakeNoArgs(cx); err != nil {
+		return err
+	}
+	l, err := openLake(cx, *dir)
+	if err != nil {
+		return err
+	}
+	inv, err := l.List()
+	if err != nil {
+		return err
+	}
+	switch *format {
+	case "json":
+		enc := json.NewEncoder(cx.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(inv)
+	case "table":
+	default:
+		return fmt.Errorf("%w: --format %q: want table or json", errUsage, *format)
+	}
+	tw := tabwriter.NewWriter(cx.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "lake %s\n", l.Root())
+	if len(inv.Tables) == 0 {
+		fmt.Fprintln(tw, "(empty)")
+	} else {
+		fmt.Fprintln(tw, "TABLE\tNAME\tPARTITIONS\tFILES\tROWS\tBYTES\tFROM\tTO")
+		for _, t := range inv.Tables {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", t.Table, t.Name, t.Partitions, t.Files, t.Rows, lakeBytes(t.Bytes), lakeRFC3339(t.From), lakeRFC3339(t.To))
+		}
+	}
+	if len(inv.Progress) > 0 {
+		fmt.Fprintln(tw, "\nPROGRESS\tPARTITION\tNEXT_OFFSET\tARCHIVED_THROUGH\tUPDATED_AT")
+		for _, p := range inv.Progress {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", p.Topic, p.Partition, p.NextOffset, lakeRFC3339(p.ArchivedThrough), lakeRFC3339(p.UpdatedAt))
+		}
+	}
+	return tw.Flush()
+}
+
+// runLakeWrite archives a JSONL file through the archiver's writer.
+func runLakeWrite(ctx context.Context, cx *cmdContext) error {
+	dir := lakeFlag(cx)
+	topic := cx.fs.String("topic", "", "Kafka topic the records belong to (required)")
+	keyPath := cx.fs.String("key", "", "dotted envelope path of the key, e.g. data.id_perangkat (default: the configured stream of --topic)")
+	valuePath := cx.fs.String("value", "", "dotted envelope path of the value, e.g. data.suhu_c (default: the configured stream of --topic)")
+	input := cx.fs.String("input", "", "JSONL file of envelopes with arrived_at (required; - for stdin)")
+	batch := cx.fs.Int("batch", 1_000_000, "lines per archived batch (one file per event hour per batch)")
+	if err := cx.parse(); err != nil {
+		return err
+	}
+	if err := lakeNoArgs(cx); err != nil {
+		return err
+	}
+	var missing []string
+	if *topic == "" {
+		missing = append(missing, "--topic")
+	}
+	if *input == "" {
+		missing = append(missing, "--input")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s required", errUsage, strings.Join(missing, " and "))
+	}
+	if *batch <= 0 {
+		return fmt.Errorf("%w: --batch must be positive", errUsage)
+	}
+	table := lake.RawTable{Topic: *topic, KeyPath: *keyPath, ValuePath: *valuePath}
+	for _, s := range cx.cfg.Streams {
+		if s.Topic == *topic {
+			if table.KeyPath == "" {
+				table.KeyPath = "data." + s.KeyField
+			}
+			if table.ValuePath == "" && s.ValueField != "" {
+				table.ValuePath = "data." + s.ValueField
+			}
+			break
+		}
+	}
+	if table.KeyPath == "" {
+		return fmt.Errorf("%w: --key required: no stream reads topic %q", errUsage, *topic)
+	}
+	l, err := openLake(cx, *dir)
+	if err != nil {
+		return err
+	}
+	gate, err := event.NewGate(cx.cfg.Gate)
+	if err != nil {
+		return err
+	}
+	w, err := l.NewRawWriter(table, gate)
+	if err != nil {
+		return err
+	}
+	in := cx.stdin
+	if *input != "-" {
+		f, err := os.Open(*input)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	parser, err := event.NewGate(cx.cfg.Gate) // reads arrived_at; the writer's gate checks
+	if err != nil {
+		return err
+	}
+	maxLine := cx.cfg.Gate.MaxPayloadBytes
+	if maxLine <= 0 {
+		maxLine = event.DefaultMaxPayloadBytes
+	}
+	start := time.Now()
+	total, err := writeJSONL(ctx, w, parser, in, *batch, maxLine+1, cx.stdout)
+	if err != nil {
+		return err
+	}
+	if total.Records == 0 {
+		return fmt.Errorf("lake write: %s has no lines", *input)
+	}
+	if _, err := l.WriteProgress(lake.Progress{Topic: *topic, Partition: 0, NextOffset: total.LastOffset + 1, ArchivedThrough: total.MaxIngestedAt, UpdatedAt: time.Now()}); err != nil {
+		return err
+	}
+	fmt.Fprintf(cx.stdout, "%s: %d lines -> %d raw rows, %d rejected, %d files, %s in %.2fs\n",
+		*topic, total.Records, total.Rows, total.Rejected, total.Files, lakeBytes(total.Bytes), time.Since(start).Seconds())
+	return nil
+}
+
+// lakeWriteTotals sums the batches of one `lake write`.
+type lakeWriteTotals struct {
+	Records, Rows, Rejected, Bytes int64
+	Files                          int
+	LastOffset                     int64
+	MaxIngestedAt                  time.Time
+}
+
+// writeJSONL archives the lines of in as partition 0, offset = line number
+// (the first line is offset 1), in batches of batch lines. A line's ingest
+// time is its arrived_at; a line without one (or not JSON at all) takes the
+// previous line's, or at the start of the file the first one found, so every
+// record gets a deterministic time and nothing is dropped. Lines longer than
+// maxLine bytes are kept truncated; the gate rejects them as oversized.
+func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in io.Reader, batch, maxLine int, out io.Writer) (lakeWriteTotals, error) {
+	var tot lakeWriteTotals
+	r := bufio.NewReaderSize(in, 1<<20)
+	recs := make([]lake.RawRecord, 0, min(batch, 1<<16))
+	var arena []byte // the batch's lines, back to back
+	var ends []int   // end of each line in arena
+	var last time.Time
+	pending := 0 // leading records still waiting for a known arrival
+	flush := func() error {
+		if len(recs) == 0 {
+			return nil
+		}
+		if last.IsZero() {
+			return fmt.Errorf("lake write: no line up to %d has a valid arrived_at", recs[len(recs)-1].Offset)
+		}
+		for i := 0; i < pending; i++ {
+			recs[i].Timestamp = last
+		}
+		pending = 0
+		start := 0
+		for i := range recs {
+			recs[i].Value = arena[start:ends[i]:ends[i]]
+			start = ends[i]
+		}
+		res, err := w.WriteRange(0, recs[0].Offset, recs[len(recs)-1].Offset, recs)
+		if err != nil {
+			return err
+		}
+		tot.Rows += res.Rows
+		tot.Rejected += res.Rejected
+		tot.Files += len(res.Files)
+		for _, f := range res.Files {
+			tot.Bytes += f.Bytes
+			fmt.Fprintf(out, "  %s\t%d rows\t%s\n", f.Path, f.Rows, lakeBytes(f.Bytes))
+		}
+		tot.LastOffset = res.LastOffset
+		if res.MaxIngestedAt.After(tot.MaxIngestedAt) {
+			tot.MaxIngestedAt = res.MaxIngestedAt
+		}
+		recs, arena, ends = recs[:0], arena[:0], ends[:0]
+		return nil
+	}
+	for line := int64(1); ; line++ {
+		if err := ctx.Err(); err != nil {
+			return tot, err
+		}
+		b, err := readLakeLine(r, maxLine)
+		if errors.Is(err, io.EOF) && b == nil {
+			break
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return tot, fmt.Errorf("lake write: line %d: %w", line, err)
+		}
+		rec := lake.RawRecord{Offset: line}
+		if env, res := parser.Parse(b); res.Valid {
+			if s, ok := env.String("arrived_at"); ok {
+				if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+					rec.Timestamp = t.UTC()
+					last = rec.Timestamp
+					for i := len(recs) - pending; i < len(recs); i++ {
+						recs[i].Timestamp = last
+					}
+					pending = 0
+				}
+			}
+		}
+		if rec.Timestamp.IsZero() {
+			if last.IsZero() {
+				pending++
+			}
+			rec.Timestamp = last
+		}
+		arena = append(arena, b...)
+		ends = append(ends, len(arena))
+		recs = append(recs, rec)
+		tot.Records++
+		if len(recs) == batch {
+			if err := flush(); err != nil {
+				return tot, err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+	}
+	return tot, flush()
+}
+
+// readLakeLine reads one line without its line ending, keeping at most
+// maxLine bytes of it. At the end of the input it returns io.EOF, with a
+// nil line when there was nothing left.
+func readLakeLine(r *bufio.Reader, maxLine int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line) < maxLine {
+			line = append(line, chunk[:min(len(chunk), maxLine-len(line))]...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == nil || len(line) > 0 {
+			line = trimLakeEOL(line)
+			if line == nil {
+				line = []byte{}
+			}
+		}
+		return line, err
+	}
+}
+
+func trimLakeEOL(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return b
+}
+
+// runLakeQuery prints one row per (key, window).
+func runLakeQuery(ctx context.Context, cx *cmdContext) error {
+	dir := lakeFlag(cx)
+	topic := cx.fs.String("topic", "", "topic of the raw table (required)")
+	fromS := cx.fs.String("from", "", "start of the event-time range, RFC 3339 or YYYY-MM-DD (required)")
+	toS := cx.fs.String("to", "", "end of the event-time range (exclusive), RFC 3339 or YYYY-MM-DD (required)")
+	var keys, types stringList
+	cx.fs.Var(&keys, "key", "only this key (repeatable)")
+	cx.fs.Var(&types, "event-type", "only this event type (repeatable)")
+	window := cx.fs.Duration("window", time.Hour, "window size; must divide 24h")
+	format := cx.fs.String("format", "table", "output format: table, csv or json (one object per line)")
+	stats := cx.fs.Bool("stats", false, "print scan statistics to stderr")
+	if err := cx.parse(); err != nil {
+		return err
+	}
+	if err := lakeNoArgs(cx); err != nil {
+		return err
+	}
+	var problems []string
+	if *topic == "" {
+		problems = append(problems, "--topic required")
+	}
+	from, err := parseLakeTime(*fromS)
+	if err != nil {
+		problems = append(problems, "--from: "+err.Error())
+	}
+	to, err := parseLakeTime(*toS)
+	if err != nil {
+		problems = append(problems, "--to: "+err.Error())
+	}
+	switch *format {
+	case "table", "csv", "json":
+	default:
+		problems = append(problems, fmt.Sprintf("--format %q: want table, csv or json", *format))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", errUsage, strings.Join(problems, "; "))
+	}
+	l, err := openLake(cx, *dir)
+	if err != nil {
+		return err
+	}
+	aggs, st, err := l.Aggregate(ctx, lake.Query{Topic: *topic, From: from, To: to, Keys: keys, EventTypes: types}, *window)
+	if errors.Is(err, lake.ErrBadQuery) || errors.Is(err, lake.ErrBadName) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	if *stats {
+		fmt.Fprintf(cx.stderr, "hours %d, files %d, row groups %d (pruned %d), rows read %d, rows %d, duplicates %d\n",
+			st.HourDirs, st.Files, st.RowGroups, st.RowGroupsPruned, st.RowsRead, st.Rows, st.Duplicates)
+	}
+	return printLakeAggs(cx.stdout, *format, aggs)
+}
+
+// parseLakeTime accepts RFC 3339 (any offset) or a bare UTC date.
+func parseLakeTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, errors.New("required")
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("%q is not RFC 3339 or YYYY-MM-DD", s)
+}
+
+// lakeAggJSON is one line of `lake query --format json`.
+type lakeAggJSON struct {
+	Key         string  `json:"key"`
+	WindowStart string  `json:"window_start"`
+	WindowEnd   string  `json:"window_end"`
+	Count       int64   `json:"count"`
+	Sum         float64 `json:"sum"`
+	Min         float64 `json:"min"`
+	Max         float64 `json:"max"`
+}
+
+func printLakeAggs(out io.Writer, format string, aggs []lake.WindowAgg) error {
+	bw := bufio.NewWriter(out)
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	switch format {
+	case "json":
+		enc := json.NewEncoder(bw)
+		for _, a := range aggs {
+			if err := enc.Encode(lakeAggJSON{a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), a.Count, a.Sum, a.Min, a.Max}); err != nil {
+				return err
+			}
+		}
+	case "csv":
+		cw := csv.NewWriter(bw)
+		cw.Write([]string{"key", "window_start", "window_end", "count", "sum", "min", "max"})
+		for _, a := range aggs {
+			cw.Write([]string{a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), strconv.FormatInt(a.Count, 10), f(a.Sum), f(a.Min), f(a.Max)})
+		}
+		cw.Flush()
+		if err := cw.Error(); err != nil {
+			return err
+		}
+	default:
+		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tWINDOW_START\tWINDOW_END\tCOUNT\tSUM\tMIN\tMAX")
+		for _, a := range aggs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), a.Count, f(a.Sum), f(a.Min), f(a.Max))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// runLakeCompact compacts the hours of one date (or one hour).
+func runLakeCompact(ctx context.Context, cx *cmdContext) error {
+	dir := lakeFlag(cx)
+	topic := cx.fs.String("topic", "", "topic of the raw table (required)")
+	dateS := cx.fs.String("date", "", "UTC event date YYYY-MM-DD (required)")
+	hourF := cx.fs.Int("hour", -1, "only this UTC hour 0-23 (default: every hour of the date)")
+	if err := cx.parse(); err != nil {
+		return err
+	}
+	if err := lakeNoArgs(cx); err != nil {
+		return err
+	}
+	date, err := time.Parse(time.DateOnly, *dateS)
+	if *topic == "" || err != nil || *hourF < -1 || *hourF > 23 {
+		return fmt.Errorf("%w: --topic, --date YYYY-MM-DD and optionally --hour 0-23 required", errUsage)
+	}
+	l, err := openLake(cx, *dir)
+	if err != nil {
+		return err
+	}
+	hours := []int{*hourF}
+	if *hourF < 0 {
+		hours = hours[:0]
+		for h := 0; h < 24; h++ {
+			hours = append(hours, h)
+		}
+	}
+	for _, h := range hours {
+		res, err := l.Compact(ctx, *topic, date.Add(time.Duration(h)*time.Hour))
+		if err != nil {
+			return err
+		}
+		for _, f := range res.Written {
+			fmt.Fprintf(cx.stdout, "%s\t%d rows\t%s\t(%d inputs removed, %d duplicate offsets dropped)\n",
+				f.Path, f.Rows, lakeBytes(f.Bytes), len(res.Removed), res.DuplicateOffsets)
+		}
+	}
+	return nil
+}
+
+func lakeRFC3339(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func lakeBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,119 @@
+package lake
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// writeAtomic writes dir/name through write: to a hidden temporary file in
+// dir, fsynced, renamed over dir/name, then dir fsynced so the rename is
+// durable. Concurrent writers of the same name each use their own temporary
+// file; the last rename wins, which is harmless because a name always
+// denotes the same content. It returns the file size.
+func writeAtomic(dir, name string, write func(w io.Writer) error) (int64, error) {
+	if err := mkdirAllSync(dir); err != nil {
+		return 0, err
+	}
+	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
+	if err != nil {
+		return 0, fmt.Errorf("lake: create temp for %s: %w", name, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := write(bw); err != nil {
+		return 0, fmt.Errorf("lake: write %s: %w", filepath.Join(dir, name), err)
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, fmt.Errorf("lake: write %s: %w", filepath.Join(dir, name), err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, fmt.Errorf("lake: fsync %s: %w", tmp, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("lake: stat %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return 0, fmt.Errorf("lake: close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return 0, fmt.Errorf("lake: rename into %s: %w", filepath.Join(dir, name), err)
+	}
+	ok = true
+	if err := syncDir(dir); err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// removeSync removes files (base names) from dir and fsyncs dir once.
+// Missing files are not an error: removal is idempotent.
+func removeSync(dir string, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("lake: remove: %w", err))
+		}
+	}
+	if err := syncDir(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// syncDir fsyncs a directory so renames and removals in it survive a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("lake: open dir for fsync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("lake: fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// mkdirAllSync creates dir and its missing parents, fsyncing the parent of
+// every directory it creates so the new entries survive a crash.
+func mkdirAllSync(dir string) error {
+	if st, err := os.Stat(dir); err == nil {
+		if !st.IsDir() {
+			return fmt.Errorf("lake: %s is not a directory", dir)
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirAllSync(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil
+		}
+		return fmt.Errorf("lake: mkdir: %w", err)
+	}
+	return syncDir(parent)
+}
+
+// isTemp reports whether name is one of writeAtomic's temporary files.
+func isTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp")
+}

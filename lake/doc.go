@@ -1,0 +1,27 @@
+// Package lake is reckon's Parquet lake: the table schemas (raw events,
+// rejected records, summaries), the hive layout and file naming, the atomic
+// idempotent writer the archiver calls, the archive progress files, the
+// reader that scans a topic over an event-time range and aggregates it per
+// key and window with event.Agg, and compaction of finalized hours.
+//
+// Layout under the lake root (every directory and file name is derived from
+// topic, partition, offsets and times, never from event keys):
+//
+//	raw/topic=<t>/event_date=YYYY-MM-DD/event_hour=HH/<t>-<partition>-<firstOffset>-<lastOffset>.parquet
+//	rejected/topic=<t>/ingest_date=YYYY-MM-DD/<t>-<partition>-<firstOffset>-<lastOffset>.parquet
+//	summaries/stream=<s>/window_date=YYYY-MM-DD/<name>.parquet
+//	_progress/topic=<t>/partition=<p>.json
+//
+// Names starting with "." or "_" are hidden: temporary files while a write
+// is in flight and the progress files. DuckDB, Spark and pandas globs such as
+// raw/**/*.parquet never see them.
+//
+// Files are written with zstd, data page v1, bounded row groups and
+// TIMESTAMP(MICROS, isAdjustedToUTC=true) timestamps, to a hidden temporary
+// name that is fsynced, renamed into place and made durable by fsyncing the
+// directory. Writing the same offset range again yields the same file names,
+// so a retried archive activity replaces files instead of duplicating them.
+//
+// Package lake does not talk to Kafka or Temporal; the archive activities
+// read offset ranges and hand the records to a RawWriter.
+package lake

@@ -1,0 +1,15 @@
+// Package interop holds reckon's lake interoperability tests and the
+// reader benchmarks that need foreign engines: DuckDB (through
+// github.com/duckdb/duckdb-go/v2, CGO) reads the lake exactly as analysts
+// do, and arrow-go's pqarrow competes with the parquet-go reader.
+//
+// It is a separate Go module (lake/interop/go.mod, replace reckon => ../..)
+// so the reckon binary stays free of CGO and of DuckDB's static library.
+// Run it with:
+//
+//	cd lake/interop && go test ./...
+//
+// and the benchmarks with, e.g.:
+//
+//	cd lake/interop && RECKON_BENCH_ROWS=10000000 go test -run '^$' -bench . -benchtime 1x
+package interop

@@ -1,0 +1,126 @@
+package lake
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"reckon/internal/event"
+)
+
+// summarySorting declares the summaries files' row order.
+var summarySorting = []parquet.SortingColumn{
+	parquet.Ascending("key"),
+	parquet.Ascending("window_start"),
+	parquet.Ascending("version"),
+}
+
+// WritePanes archives panes of stream as
+// summaries/stream=<stream>/window_date=YYYY-MM-DD/<name>.parquet, one file
+// per UTC date of window_start, rows sorted by key, window_start, version.
+// name identifies the writer's run (e.g. "recompute-2026-11-07T08-v3") and
+// must pass ValidateName; writing the same name again replaces the files,
+// so a retried activity is idempotent. Every pane must belong to stream.
+func (l *Lake) WritePanes(stream, name string, panes []event.Pane) ([]FileInfo, error) {
+	if err := ValidateName(stream); err != nil {
+		return nil, err
+	}
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	rows := make([]SummaryRow, 0, len(panes))
+	for i, p := range panes {
+		if p.Stream != stream {
+			return nil, fmt.Errorf("%w: pane %d is of stream %q, not %q", ErrBadQuery, i, p.Stream, stream)
+		}
+		rows = append(rows, SummaryRowOf(p))
+	}
+	slices.SortFunc(rows, func(a, b SummaryRow) int {
+		if c := cmpInt64(floorDiv(a.WindowStart, microsPerDay), floorDiv(b.WindowStart, microsPerDay)); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		if c := cmpInt64(a.WindowStart, b.WindowStart); c != 0 {
+			return c
+		}
+		return cmpInt64(a.Version, b.Version)
+	})
+	var files []FileInfo
+	file := name + ".parquet"
+	for lo := 0; lo < len(rows); {
+		day := floorDiv(rows[lo].WindowStart, microsPerDay)
+		hi := lo + 1
+		for hi < len(rows) && floorDiv(rows[hi].WindowStart, microsPerDay) == day {
+			hi++
+		}
+		dir := SummariesDateDir(l.opts.Root, stream, time.UnixMicro(day*microsPerDay))
+		part := rows[lo:hi]
+		size, err := writeAtomic(dir, file, func(out io.Writer) error {
+			w := parquet.NewGenericWriter[SummaryRow](out, l.writerOptions(summarySorting...)...)
+			if _, err := w.Write(part); err != nil {
+				return err
+			}
+			return w.Close()
+		})
+		if err != nil {
+			return files, err
+		}
+		files = append(files, FileInfo{Path: l.rel(filepath.Join(dir, file)), Rows: int64(len(part)), Bytes: size})
+		lo = hi
+	}
+	return files, nil
+}
+
+// ReadPanes returns every pane of stream in the summaries table whose
+// window_start lies in [from, to), in file order per date. It reads whole
+// files: the table is small (one row per key and window and version).
+func (l *Lake) ReadPanes(stream string, from, to time.Time) ([]event.Pane, error) {
+	if err := ValidateName(stream); err != nil {
+		return nil, err
+	}
+	base := filepath.Join(l.opts.Root, SummariesDir, "stream="+stream)
+	days, err := os.ReadDir(base)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lake: summaries: %w", err)
+	}
+	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
+	var out []event.Pane
+	for _, d := range days {
+		day, ok := parseDateDir("window_date", d.Name())
+		if !ok || !d.IsDir() || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
+			continue
+		}
+		dir := filepath.Join(base, d.Name())
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("lake: summaries: %w", err)
+		}
+		for _, f := range files {
+			if f.IsDir() || hidden(f.Name()) || !strings.HasSuffix(f.Name(), ".parquet") {
+				continue
+			}
+			rows, err := parquet.ReadFile[SummaryRow](filepath.Join(dir, f.Name()))
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrBadFile, filepath.Join(dir, f.Name()), err)
+			}
+			for _, r := range rows {
+				if r.WindowStart >= fromUS && r.WindowStart < toUS {
+					out = append(out, r.Pane())
+				}
+			}
+		}
+	}
+	return out, nil
+}
