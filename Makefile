@@ -13,7 +13,7 @@ TEMPORAL        := $(BIN)/temporal
 TEMPORAL_STAMP  := $(BIN)/.temporal-$(TEMPORAL_VERSION)
 TEST_TIMEOUT    ?= 30m
 
-.PHONY: all build test test-unit dev fuzz vet fmt clean temporal
+.PHONY: all build test test-unit dev fuzz vet fmt clean temporal bench
 
 all: build
 
@@ -35,12 +35,21 @@ vet:
 
 test: build temporal vet
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@echo "== DuckDB interop (lake/interop, its own module, CGO)"
+	cd lake/interop && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-unit:
 	$(GO) test -count=1 -short ./...
 
 dev: build temporal
 	$(BIN)/reckon dev
+
+# Benchmarks: see BENCHMARKS.md for the figures and how they compare.
+BENCHTIME ?= 3x
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -cpu 1 ./internal/event ./streaming/operator ./lake ./internal/generate
+	$(GO) test -run '^$$' -bench StreamEndToEnd -benchtime 1x ./streaming
+	cd lake/interop && RECKON_BENCH_ROWS=10000000 $(GO) test -run '^$$' -bench Hourly -benchtime 2x
 
 # FUZZTIME per target, e.g. make fuzz FUZZTIME=2m
 FUZZTIME ?= 30s
