@@ -331,13 +331,19 @@ func TestStreamCrashRecovery(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
 		deadline := time.Now().Add(time.Minute)
 		for committedTotal(t, cfg) == before && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
+			select {
+			case err := <-exited:
+				t.Fatalf("worker process exited on its own (%v): %s", err, stderr.String())
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
+		<-exited
 		<-produced
 		kills++
 		t.Logf("kill %d with %d offsets committed; child's last line: %s", kills, committedTotal(t, cfg), lastLine(stderr.String()))

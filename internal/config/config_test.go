@@ -28,7 +28,7 @@ func TestDefaultConfigLoadsAndValidates(t *testing.T) {
 }
 
 func TestEnvAndSetOverride(t *testing.T) {
-	env := []string{"RECKON_KAFKA_BROKERS=a:1, b:2", "RECKON_STREAM_WORKER_MAX_ATTEMPTS=5", "PATH=/bin", "RECKON_CONFIG=ignored"}
+	env := []string{"RECKON_KAFKA_BROKERS=a:1, b:2", "RECKON_STREAM_WORKER_MAX_ATTEMPTS=5", "PATH=/bin", "RECKON_CONFIG=ignored", "RECKON_TEST_TEMPORAL_BIN=/x"}
 	c, err := Load("", env, []string{"gate.max_future_skew=90s", "temporal.namespace=prod"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,11 @@ import (
 // EnvConfigPath names the environment variable holding the config file path.
 const EnvConfigPath = "RECKON_CONFIG"
 
+// EnvTestPrefix marks variables reserved for reckon's tests (e.g.
+// RECKON_TEST_TEMPORAL_BIN); the config ignores them. Every other unknown
+// RECKON_ variable is an error.
+const EnvTestPrefix = "RECKON_TEST_"
+
 // Keys lists every scalar key that RECKON_* variables and --set can
 // override, in dotted form (kafka.brokers, gate.max_future_skew, ...). Lists
 // of structs (streams) and maps (gate.types) are file-only.
@@ -135,7 +140,7 @@ func applyEnv(c *Config, environ []string) error {
 	var errs []string
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, "RECKON_") || name == EnvConfigPath {
+		if !ok || !strings.HasPrefix(name, "RECKON_") || name == EnvConfigPath || strings.HasPrefix(name, EnvTestPrefix) {
 			continue
 		}
 		key, known := byEnv[name]
