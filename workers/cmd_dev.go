@@ -22,7 +22,7 @@ import (
 
 // devComponents are the long-running parts `reckon dev` supervises, in start
 // order. Each is its own process so any one can be killed and restarts alone.
-var devComponents = []string{"broker", "temporal", "stream", "batch", "generate"}
+var devComponents = []string{"broker", "temporal", "ofd", "stream", "batch", "generate"}
 
 func runDev(ctx context.Context, cx *cmdContext) error {
 	if len(cx.args) > 0 && cx.args[0] == "broker" {
@@ -90,6 +90,13 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		common = append(common, "--set", s)
 	}
 	common = append(common, "--set", "kafka.brokers="+kafkaAddr, "--set", "temporal.address="+temporalAddr)
+	// Z-reports on a dev clock: the OFD document is requested minutes, not
+	// six days, after shift close (override with your own --set).
+	for _, kv := range []string{"zreport.ofd_request_after=3m", "zreport.retention=15m", "zreport.ofd_retry=1m", "zreport.linger=5m"} {
+		if !hasSet(cx.sets, kv[:strings.Index(kv, "=")]) {
+			common = append(common, "--set", kv)
+		}
+	}
 	cfg.Kafka.Brokers = []string{kafkaAddr}
 	cfg.Temporal.Address = temporalAddr
 
@@ -119,11 +126,21 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	// The generator runs one process per scenario, with its default mix of
 	// late, duplicate, poison and skewed events, at the configured rate.
 	var genNames []string
-	for _, sc := range []string{"sensors", "payments"} {
+	for _, sc := range []string{"sensors", "payments", "fiscal"} {
 		name := "gen-" + sc
 		genNames = append(genNames, name)
-		procs[name] = mk(name, self, append([]string{"generate", "--scenario", sc, "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0"}, common...)...)
+		args := []string{"generate", "--scenario", sc, "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0"}
+		if sc == "fiscal" {
+			// The simulated operator answers as this generator's fiscal
+			// operator (zreport.ofd_sim_generator_seed/keys); parts arrive
+			// within minutes on the dev clock.
+			args = []string{"generate", "--scenario", sc, "--rate", "1", "--count", "0",
+				"--seed", strconv.FormatInt(cfg.ZReport.OFDSimGeneratorSeed, 10), "--keys", strconv.Itoa(cfg.ZReport.OFDSimGeneratorKeys),
+				"--ofd-delay", "2m", "--part-delay", "30s"}
+		}
+		procs[name] = mk(name, self, append(args, common...)...)
 	}
+	procs["ofd"] = mk("ofd", self, append([]string{"zreport", "ofd-sim"}, common...)...)
 	if cfg.Dev.GenerateRate == 0 {
 		skip["generate"] = true
 	}
@@ -216,6 +233,15 @@ Ctrl-C stops everything; the next `+"`reckon dev`"+` resumes from %s.`,
 	stopAll()
 	say("stopped")
 	return nil
+}
+
+func hasSet(sets []string, key string) bool {
+	for _, s := range sets {
+		if strings.HasPrefix(s, key+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 func waitTemporal(ctx context.Context, addr, namespace string, timeout time.Duration) error {

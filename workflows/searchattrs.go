@@ -14,6 +14,16 @@ var (
 	SAStatus      = temporal.NewSearchAttributeKeyKeyword("ReckonStatus")
 	SACorrected   = temporal.NewSearchAttributeKeyInt64("ReckonCorrected")
 	SAFiscalDrive = temporal.NewSearchAttributeKeyKeyword("ReckonFiscalDrive")
+	// SAShift is a Z-report's shift number in decimal (with SAFiscalDrive
+	// its business key; SADate holds its shift close date). A Keyword, not
+	// an Int: the dev server's SQL visibility allows only 3 custom Int
+	// attributes, and operators look shifts up by equality.
+	SAShift = temporal.NewSearchAttributeKeyKeyword("ReckonShift")
+	// SAWindowStart is the first window start a recompute covers.
+	SAWindowStart = temporal.NewSearchAttributeKeyTime("ReckonWindowStart")
+	// SAChecked is how many windows a recompute, reconciliation or replay
+	// checked against the truth (SACorrected: how many it corrected).
+	SAChecked = temporal.NewSearchAttributeKeyInt64("ReckonChecked")
 )
 
 // SearchAttributes lists every reckon search attribute as name=Type, the
@@ -27,5 +37,8 @@ func SearchAttributes() []string {
 		"ReckonStatus=Keyword",
 		"ReckonCorrected=Int",
 		"ReckonFiscalDrive=Keyword",
+		"ReckonShift=Keyword",
+		"ReckonWindowStart=Datetime",
+		"ReckonChecked=Int",
 	}
 }

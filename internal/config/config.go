@@ -30,6 +30,7 @@ type Config struct {
 	Dev      Dev               `yaml:"dev"`
 	Metrics  Metrics           `yaml:"metrics"`
 	ZReport  ZReport           `yaml:"zreport"`
+	Batch    Batch             `yaml:"batch"`
 }
 
 // Kafka is how reckon reaches the broker.
@@ -38,6 +39,14 @@ type Kafka struct {
 	Brokers []string `yaml:"brokers"`
 	// ClientID prefixes every client's id. Default "reckon".
 	ClientID string `yaml:"client_id"`
+	// SASL authenticates the clients; the zero value means none
+	// (security.go, docs/adr/0009-security.md).
+	SASL KafkaSASL `yaml:"sasl"`
+	// TLS encrypts the connections; the zero value means plaintext.
+	TLS TLSConfig `yaml:"tls"`
+	// AllowPlaintextCredentials permits SASL without TLS (trusted
+	// networks only). Default false: Validate refuses it.
+	AllowPlaintextCredentials bool `yaml:"allow_plaintext_credentials"`
 }
 
 // Temporal is how reckon reaches the Temporal frontend.
@@ -48,6 +57,18 @@ type Temporal struct {
 	Namespace string `yaml:"namespace"`
 	// TaskQueue the batch workers poll. Default "reckon-batch".
 	TaskQueue string `yaml:"task_queue"`
+	// TLS for the frontend connection; with cert_file/key_file it is
+	// mutual TLS. The zero value means plaintext.
+	TLS TLSConfig `yaml:"tls"`
+	// APIKey is sent as a bearer token (Temporal Cloud, or a cluster with
+	// an authorizer). Prefer APIKeyFile. Never printed. Default "".
+	APIKey Secret `yaml:"api_key"`
+	// APIKeyFile holds the API key (trailing newline ignored); read at
+	// connect. Exclusive with APIKey.
+	APIKeyFile string `yaml:"api_key_file"`
+	// AllowPlaintextCredentials permits an API key without TLS (trusted
+	// networks only). Default false: Validate refuses it.
+	AllowPlaintextCredentials bool `yaml:"allow_plaintext_credentials"`
 }
 
 // Lake is where the Parquet lake lives.
@@ -268,7 +289,7 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 func Parse(raw []byte) (*Config, error) {
 	var c Config
 	if err := yaml.UnmarshalWithOptions(raw, &c, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %w", yamlError(err))
 	}
 	return &c, nil
 }
@@ -347,6 +368,7 @@ func (c *Config) fillDefaults() {
 		c.ZReport.OFDSimGeneratorSeed = 1
 	}
 	defInt(&c.ZReport.OFDSimGeneratorKeys, 20)
+	c.Batch.fillDefaults()
 }
 
 // Validate reports every problem at once, joined.
@@ -366,6 +388,7 @@ func (c *Config) Validate() error {
 	if c.Temporal.Address == "" {
 		bad("temporal.address: required")
 	}
+	errs = append(errs, validateSecurity(c)...)
 	if c.Lake.Root == "" {
 		bad("lake.root: required")
 	}
@@ -442,5 +465,6 @@ func (c *Config) Validate() error {
 			bad("%s: %d is not a port", p.name, p.v)
 		}
 	}
+	c.Batch.validate(bad)
 	return errors.Join(errs...)
 }

@@ -1,0 +1,255 @@
+package activities
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"reckon/internal/zreport"
+)
+
+// The zreports table of the lake: one file per final version,
+//
+//	<lake>/zreports/close_date=YYYY-MM-DD/<fiscal_drive>-<shift>-v<version>.parquet
+//
+// close_date is shift_closed_at's UTC date (a hive partition: DuckDB's
+// read_parquet('<lake>/zreports/**/*.parquet', hive_partitioning=true)
+// adds it as a column). Readers keep the highest version per
+// (fiscal_drive, shift). The name is built only from a validated key (16
+// digits, a positive shift) and version, so no input can escape the
+// directory.
+const zreportsDir = "zreports"
+
+// zreportRow is the zreports table's schema; timestamps are INT64
+// TIMESTAMP(MICROS, isAdjustedToUTC=true). Absent sources are NULL.
+type zreportRow struct {
+	FiscalDrive     string   `parquet:"fiscal_drive"`
+	Shift           int64    `parquet:"shift"`
+	Version         int64    `parquet:"version"`
+	Status          string   `parquet:"status,dict"`
+	ShiftClosedAt   int64    `parquet:"shift_closed_at,timestamp(microsecond)"`
+	FinalizedAt     int64    `parquet:"finalized_at,timestamp(microsecond)"`
+	Reason          string   `parquet:"reason"`
+	OFDReceipts     *int64   `parquet:"ofd_receipts_count,optional"`
+	OFDTotal        *float64 `parquet:"ofd_total_amount,optional"`
+	OFDEventID      *string  `parquet:"ofd_event_id,optional"`
+	DWHReceipts     *int64   `parquet:"dwh_receipts_count,optional"`
+	DWHTotal        *float64 `parquet:"dwh_total_amount,optional"`
+	DWHEventID      *string  `parquet:"dwh_event_id,optional"`
+	RMSReceipts     *int64   `parquet:"rms_receipts_count,optional"`
+	RMSTotal        *float64 `parquet:"rms_total_amount,optional"`
+	RMSEventID      *string  `parquet:"rms_event_id,optional"`
+	Missing         string   `parquet:"missing"` // comma-separated sources
+	OFDDuplicates   int64    `parquet:"ofd_duplicates"`
+	DWHDuplicates   int64    `parquet:"dwh_duplicates"`
+	RMSDuplicates   int64    `parquet:"rms_duplicates"`
+	OFDCorrections  int64    `parquet:"ofd_corrections"`
+	DWHCorrections  int64    `parquet:"dwh_corrections"`
+	RMSCorrections  int64    `parquet:"rms_corrections"`
+	DifferencesJSON string   `parquet:"differences"` // JSON array of zreport.Difference
+	SchemaVersion   int32    `parquet:"schema_version"`
+}
+
+const zreportSchemaVersion = 1
+
+func zreportRowOf(a *zreport.Aggregate) (zreportRow, error) {
+	diffs, err := json.Marshal(a.Differences)
+	if err != nil {
+		return zreportRow{}, err
+	}
+	missing := make([]string, len(a.Missing))
+	for i, m := range a.Missing {
+		missing[i] = string(m)
+	}
+	r := zreportRow{
+		FiscalDrive: a.FiscalDrive, Shift: a.Shift, Version: a.Version, Status: string(a.Status),
+		ShiftClosedAt: a.ShiftClosedAt.UnixMicro(), FinalizedAt: a.FinalizedAt.UnixMicro(), Reason: a.Reason,
+		Missing:       strings.Join(missing, ","),
+		OFDDuplicates: a.Duplicates.OFD, DWHDuplicates: a.Duplicates.DWH, RMSDuplicates: a.Duplicates.RMS,
+		OFDCorrections: a.Corrections.OFD, DWHCorrections: a.Corrections.DWH, RMSCorrections: a.Corrections.RMS,
+		DifferencesJSON: string(diffs), SchemaVersion: zreportSchemaVersion,
+	}
+	set := func(f *zreport.SourceFigures, rc **int64, tot **float64, id **string) {
+		if f == nil {
+			return
+		}
+		n, x, s := f.Receipts, f.Total, f.EventID
+		*rc, *tot, *id = &n, &x, &s
+	}
+	set(a.Sources.OFD, &r.OFDReceipts, &r.OFDTotal, &r.OFDEventID)
+	set(a.Sources.DWH, &r.DWHReceipts, &r.DWHTotal, &r.DWHEventID)
+	set(a.Sources.RMS, &r.RMSReceipts, &r.RMSTotal, &r.RMSEventID)
+	return r, nil
+}
+
+func (r *zreportRow) aggregate() (*zreport.Aggregate, error) {
+	a := &zreport.Aggregate{
+		FiscalDrive: r.FiscalDrive, Shift: r.Shift, Version: r.Version, Status: zreport.Status(r.Status),
+		ShiftClosedAt: time.UnixMicro(r.ShiftClosedAt).UTC(), FinalizedAt: time.UnixMicro(r.FinalizedAt).UTC(),
+		Reason:      r.Reason,
+		Missing:     []zreport.Source{},
+		Duplicates:  zreport.Counts{OFD: r.OFDDuplicates, DWH: r.DWHDuplicates, RMS: r.RMSDuplicates},
+		Corrections: zreport.Counts{OFD: r.OFDCorrections, DWH: r.DWHCorrections, RMS: r.RMSCorrections},
+	}
+	if r.Missing != "" {
+		for _, m := range strings.Split(r.Missing, ",") {
+			a.Missing = append(a.Missing, zreport.Source(m))
+		}
+	}
+	if err := json.Unmarshal([]byte(r.DifferencesJSON), &a.Differences); err != nil {
+		return nil, fmt.Errorf("zreport: lake row differences: %w", err)
+	}
+	get := func(rc *int64, tot *float64, id *string) *zreport.SourceFigures {
+		if rc == nil || tot == nil || id == nil {
+			return nil
+		}
+		return &zreport.SourceFigures{Figures: zreport.Figures{Receipts: *rc, Total: *tot}, EventID: *id}
+	}
+	a.Sources.OFD = get(r.OFDReceipts, r.OFDTotal, r.OFDEventID)
+	a.Sources.DWH = get(r.DWHReceipts, r.DWHTotal, r.DWHEventID)
+	a.Sources.RMS = get(r.RMSReceipts, r.RMSTotal, r.RMSEventID)
+	return a, nil
+}
+
+// zreportFileName is <fiscal_drive>-<shift>-v<version>.parquet, after
+// checking every part is digits.
+func zreportFileName(k zreport.Key, version int64) (string, error) {
+	if err := k.Validate(); err != nil {
+		return "", err
+	}
+	if version < 1 {
+		return "", fmt.Errorf("%w: version %d", zreport.ErrInvalidPart, version)
+	}
+	return k.FiscalDrive + "-" + strconv.FormatInt(k.Shift, 10) + "-v" + strconv.FormatInt(version, 10) + ".parquet", nil
+}
+
+func zreportDateDir(root string, closed time.Time) string {
+	return filepath.Join(root, zreportsDir, "close_date="+closed.UTC().Format(time.DateOnly))
+}
+
+// writeZReportFile writes a's file and returns its path relative to root.
+// Writing the same version again replaces the file with the same content.
+func writeZReportFile(root string, a *zreport.Aggregate) (string, error) {
+	name, err := zreportFileName(a.Key(), a.Version)
+	if err != nil {
+		return "", err
+	}
+	row, err := zreportRowOf(a)
+	if err != nil {
+		return "", fmt.Errorf("zreport: lake row: %w", err)
+	}
+	dir := zreportDateDir(root, a.ShiftClosedAt)
+	err = writeZReportAtomic(dir, name, func(w io.Writer) error {
+		pw := parquet.NewGenericWriter[zreportRow](w, parquet.Compression(&zstd.Codec{}), parquet.DataPageVersion(1))
+		if _, err := pw.Write([]zreportRow{row}); err != nil {
+			return err
+		}
+		return pw.Close()
+	})
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(zreportsDir, filepath.Base(dir), name), nil
+}
+
+// readZReportFile reads one version file.
+func readZReportFile(path string) (*zreport.Aggregate, error) {
+	rows, err := parquet.ReadFile[zreportRow](path)
+	if err != nil {
+		return nil, fmt.Errorf("zreport: read %s: %w", path, err)
+	}
+	if len(rows) != 1 {
+		return nil, fmt.Errorf("zreport: %s holds %d rows, want 1", path, len(rows))
+	}
+	return rows[0].aggregate()
+}
+
+// readLatestZReport finds k's highest version in the date partitions of
+// closed ± 1 day.
+func readLatestZReport(root string, k zreport.Key, closed time.Time) (*zreport.Aggregate, error) {
+	prefix := k.FiscalDrive + "-" + strconv.FormatInt(k.Shift, 10) + "-v"
+	best, bestPath := int64(0), ""
+	for d := -1; d <= 1; d++ {
+		dir := zreportDateDir(root, closed.AddDate(0, 0, d))
+		matches, err := filepath.Glob(filepath.Join(dir, prefix+"*.parquet"))
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range matches {
+			v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(m), prefix), ".parquet"), 10, 64)
+			if err == nil && v > best {
+				best, bestPath = v, m
+			}
+		}
+	}
+	if bestPath == "" {
+		return nil, nil
+	}
+	return readZReportFile(bestPath)
+}
+
+// writeZReportAtomic writes dir/name through write: into a hidden temporary
+// file in dir (readers' globs skip names starting with "."), fsynced,
+// renamed into place, then dir fsynced so the rename survives a crash.
+func writeZReportAtomic(dir, name string, write func(io.Writer) error) (err error) {
+	if _, err := os.Stat(dir); err != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("zreport: mkdir %s: %w", dir, err)
+		}
+		// Make the new directory entries durable too.
+		for _, p := range []string{filepath.Dir(dir), filepath.Dir(filepath.Dir(dir))} {
+			if err := syncZReportDir(p); err != nil {
+				return err
+			}
+		}
+	}
+	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("zreport: create temp in %s: %w", dir, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriter(f)
+	if err := write(bw); err != nil {
+		return fmt.Errorf("zreport: write %s: %w", name, err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("zreport: write %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("zreport: fsync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("zreport: close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("zreport: rename %s: %w", name, err)
+	}
+	return syncZReportDir(dir)
+}
+
+func syncZReportDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("zreport: open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("zreport: fsync dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,337 @@
+package zbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"reckon/internal/event"
+	"reckon/internal/zreport"
+	"reckon/workflows"
+)
+
+// Options configure a Bridge. Zero values mean defaults where stated.
+type Options struct {
+	// Topic is the parts topic. Required.
+	Topic string
+	// Group is the consumer group. Required.
+	Group string
+	// DLQTopic receives rejected records. Required.
+	DLQTopic string
+	// TaskQueue of the Z-report workflows. Required.
+	TaskQueue string
+	// Gate validates envelopes (gate rules for zreport.ofd.received,
+	// zreport.dwh.computed and zreport.rms.computed).
+	Gate event.GateOptions
+	// Start is the template of every entity's input: policy, operator
+	// request options, history limit. Key, ClosedHint and State are set
+	// per part.
+	Start workflows.ZReportInput
+	// Concurrency is how many signals are in flight. Default 16.
+	Concurrency int
+	// MaxPollRecords per batch. Default 1000.
+	MaxPollRecords int
+	// MaxAttempts for a signal Temporal rejects as invalid (InvalidArgument)
+	// before the part goes to the DLQ (stage "process"). Unavailable and
+	// other transient errors are retried until the context ends. Default 3.
+	MaxAttempts int
+	// Now is the clock for dead-letter times. Default time.Now.
+	Now func() time.Time
+	// Log receives progress and errors. Default slog.Default().
+	Log *slog.Logger
+}
+
+func (o *Options) fillDefaults() {
+	if o.Concurrency <= 0 {
+		o.Concurrency = 16
+	}
+	if o.MaxPollRecords <= 0 {
+		o.MaxPollRecords = 1000
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 3
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+}
+
+// Validate reports every problem at once.
+func (o Options) Validate() error {
+	var errs []error
+	for _, f := range []struct{ name, v string }{{"topic", o.Topic}, {"group", o.Group}, {"dlq topic", o.DLQTopic}, {"task queue", o.TaskQueue}} {
+		if f.v == "" {
+			errs = append(errs, fmt.Errorf("zbridge: %s is required", f.name))
+		}
+	}
+	if err := o.Start.Policy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Stats are the bridge's counters since it started.
+type Stats struct {
+	Records, Signalled, DeadLettered, Retries, Commits int64
+}
+
+// Bridge consumes the parts topic. Run it once; Close releases the client.
+type Bridge struct {
+	o    Options
+	cl   *kgo.Client
+	tc   client.Client
+	gate *event.Gate
+
+	records, signalled, dead, retries, commits atomic.Int64
+}
+
+// New returns a bridge. kopts are the base client options (brokers, client
+// id); the bridge adds the consumer group settings. tc is the Temporal
+// client; the bridge does not close it.
+func New(kopts []kgo.Opt, tc client.Client, o Options) (*Bridge, error) {
+	o.fillDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	g, err := event.NewGate(o.Gate)
+	if err != nil {
+		return nil, fmt.Errorf("zbridge: %w", err)
+	}
+	opts := append([]kgo.Opt{}, kopts...)
+	opts = append(opts,
+		kgo.ConsumerGroup(o.Group),
+		kgo.ConsumeTopics(o.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("zbridge: kafka client: %w", err)
+	}
+	return &Bridge{o: o, cl: cl, tc: tc, gate: g}, nil
+}
+
+// Close leaves the group and closes the Kafka client.
+func (b *Bridge) Close() { b.cl.Close() }
+
+// Stats returns the counters.
+func (b *Bridge) Stats() Stats {
+	return Stats{b.records.Load(), b.signalled.Load(), b.dead.Load(), b.retries.Load(), b.commits.Load()}
+}
+
+// job is one valid part to signal.
+type job struct {
+	rec  *kgo.Record
+	part zreport.Part
+}
+
+// Run consumes until ctx ends; it returns nil on cancellation. Each polled
+// batch is fully handed over (signals accepted, dead letters acknowledged)
+// before its offsets are committed and the next batch is polled.
+func (b *Bridge) Run(ctx context.Context) error {
+	log := b.o.Log
+	for {
+		fs := b.cl.PollRecords(ctx, b.o.MaxPollRecords)
+		if fs.IsClientClosed() || ctx.Err() != nil {
+			b.cl.AllowRebalance()
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			log.Warn("zbridge: fetch error", "topic", t, "partition", p, "error", err)
+		})
+		recs := fs.Records()
+		if len(recs) == 0 {
+			b.cl.AllowRebalance()
+			continue
+		}
+		if err := b.handle(ctx, recs); err != nil {
+			b.cl.AllowRebalance()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if err := b.cl.CommitRecords(ctx, recs...); err != nil {
+			// Not fatal: the records are redelivered and deduplicated.
+			log.Warn("zbridge: commit failed", "error", err)
+		} else {
+			b.commits.Add(1)
+		}
+		b.cl.AllowRebalance()
+	}
+}
+
+// handle checks, dead-letters and signals one batch.
+func (b *Bridge) handle(ctx context.Context, recs []*kgo.Record) error {
+	lanes := make([][]job, b.o.Concurrency)
+	var dead []*kgo.Record
+	now := b.o.Now()
+	for _, r := range recs {
+		b.records.Add(1)
+		env, res := b.gate.Check(r.Value, r.Timestamp)
+		if !res.Valid {
+			dead = append(dead, b.deadLetter(r, event.NewDeadLetter(res, r.Topic, r.Partition, r.Offset, r.Timestamp, now)))
+			continue
+		}
+		p, err := zreport.PartOf(env.EventID, env.EventType, env.OccurredAt, env)
+		if err != nil {
+			dead = append(dead, b.deadLetter(r, partDeadLetter(err, r, now)))
+			continue
+		}
+		p.ArrivedAt = r.Timestamp.UTC()
+		p.Origin = r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10)
+		h := fnv.New32a()
+		h.Write([]byte(p.Key.String()))
+		lane := int(h.Sum32() % uint32(len(lanes)))
+		lanes[lane] = append(lanes[lane], job{r, p})
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex // protects dead and firstErr below
+	var firstErr error
+	for _, lane := range lanes {
+		if len(lane) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, j := range lane {
+				dl, err := b.signal(ctx, j)
+				mu.Lock()
+				if dl != nil {
+					dead = append(dead, dl)
+				}
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return b.produceDead(ctx, dead)
+}
+
+// signal delivers one part, retrying transient failures until ctx ends. A
+// part Temporal keeps rejecting as invalid becomes a dead letter.
+func (b *Bridge) signal(ctx context.Context, j job) (*kgo.Record, error) {
+	k := j.part.Key
+	in := b.o.Start
+	in.Key, in.ClosedHint, in.State = k, j.part.ShiftClosedAt, nil
+	date := j.part.ShiftClosedAt.UTC().Format(time.DateOnly)
+	opts := client.StartWorkflowOptions{
+		ID:                       k.WorkflowID(),
+		TaskQueue:                b.o.TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.SAFiscalDrive.ValueSet(k.FiscalDrive), workflows.SAShift.ValueSet(strconv.FormatInt(k.Shift, 10)),
+			workflows.SADate.ValueSet(date), workflows.SAStatus.ValueSet(string(zreport.StatusWaiting))),
+		StaticSummary: fmt.Sprintf("Z-report ФН %s, shift %d (closed %s)", k.FiscalDrive, k.Shift, date),
+	}
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := b.tc.SignalWithStartWorkflow(ctx, opts.ID, workflows.ZReportSignalPart, j.part, opts, workflows.ZReportWorkflow, in)
+		if err == nil {
+			b.signalled.Add(1)
+			return nil, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var inv *serviceerror.InvalidArgument
+		if errors.As(err, &inv) && attempt >= b.o.MaxAttempts {
+			r := j.rec
+			return b.deadLetter(r, event.DeadLetter{
+				Reason: "temporal: " + inv.Error(), Reasons: []string{"temporal: " + inv.Error()},
+				SourceTopic: r.Topic, SourcePartition: r.Partition, SourceOffset: r.Offset, SourceTimestamp: r.Timestamp,
+				DeadAt: b.o.Now(), Attempts: attempt, Stage: "process",
+			}), nil
+		}
+		b.retries.Add(1)
+		b.o.Log.Warn("zbridge: signal-with-start failed; retrying", "workflow_id", opts.ID, "attempt", attempt, "error", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// partDeadLetter describes a record the gate passed but that is not a
+// usable Z-report part.
+func partDeadLetter(err error, r *kgo.Record, now time.Time) event.DeadLetter {
+	reasons := strings.Split(err.Error(), "\n")
+	for i, s := range reasons {
+		reasons[i] = strings.TrimPrefix(s, zreport.ErrInvalidPart.Error()+": ")
+	}
+	return event.DeadLetter{
+		Reason: reasons[0], Reasons: reasons, Fields: []string{"data"},
+		SourceTopic: r.Topic, SourcePartition: r.Partition, SourceOffset: r.Offset, SourceTimestamp: r.Timestamp,
+		DeadAt: now, Attempts: 1, Stage: "gate",
+	}
+}
+
+// deadLetter builds the DLQ record: original key and bytes, reason headers.
+func (b *Bridge) deadLetter(r *kgo.Record, d event.DeadLetter) *kgo.Record {
+	hs := d.Headers()
+	out := &kgo.Record{Topic: b.o.DLQTopic, Key: r.Key, Value: r.Value, Headers: make([]kgo.RecordHeader, 0, len(hs)+len(r.Headers))}
+	for _, h := range hs {
+		out.Headers = append(out.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	out.Headers = append(out.Headers, r.Headers...)
+	return out
+}
+
+// produceDead writes dead letters, retrying until acknowledged or ctx ends.
+func (b *Bridge) produceDead(ctx context.Context, dead []*kgo.Record) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		err := b.cl.ProduceSync(ctx, dead...).FirstErr()
+		if err == nil {
+			b.dead.Add(int64(len(dead)))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		b.o.Log.Warn("zbridge: dead-letter produce failed; retrying", "error", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

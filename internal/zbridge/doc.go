@@ -1,0 +1,17 @@
+// Package zbridge carries Z-report parts from Kafka to their entity
+// workflows: a franz-go consumer group on the parts topic checks each
+// record with the quality gate and turns each valid part into a
+// SignalWithStartWorkflow of workflow zreport/<fiscal_drive>/<shift>.
+// Records the gate rejects go to the dead-letter topic with their original
+// bytes and reason headers. Offsets are committed only after Temporal
+// accepted every signal of the batch (and the DLQ acknowledged every dead
+// letter), so a crash redelivers, and the workflow's per-source event_id
+// dedup turns redelivery into a counted duplicate.
+//
+// Parts of one business key are signalled in partition order (one lane per
+// key hash), because order matters for corrected resends; different keys
+// are signalled concurrently (Options.Concurrency).
+//
+// It is not the place for Z-report decisions (package zreport) or their
+// side effects (package activities).
+package zbridge
