@@ -65,7 +65,7 @@ func Archive(ctx workflow.Context, st ArchiveState) error {
 	}
 	step := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    15 * time.Second, // the activity heartbeats after every fetch (≤ MaxWait, 2s)
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
 			NonRetryableErrorTypes: []string{"cursor", "partition", "config"},
