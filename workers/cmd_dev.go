@@ -120,8 +120,8 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 			p.quiet = true
 			return p
 		}(),
-		"stream":   mk("stream", self, append([]string{"stream"}, common...)...),
-		"batch":    mk("batch", self, append([]string{"batch"}, common...)...),
+		"stream": mk("stream", self, append([]string{"stream"}, common...)...),
+		"batch":  mk("batch", self, append([]string{"batch"}, common...)...),
 	}
 	// The generator runs one process per scenario, with its default mix of
 	// late, duplicate, poison and skewed events, at the configured rate.
