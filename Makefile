@@ -34,7 +34,7 @@ vet:
 	$(GO) vet ./...
 
 test: build temporal vet
-	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_REQUIRE_COMPOSE=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@echo "== DuckDB interop (lake/interop, its own module, CGO)"
 	cd lake/interop && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
@@ -61,3 +61,13 @@ fmt:
 
 clean:
 	rm -rf $(BIN) .reckon
+
+# The batch-truth end-to-end test (issue 5, docs/adr/0008-batch-truth.md):
+# real Temporal dev server, kfake, in-process stream and batch workers, live
+# generator traffic with events beyond allowed lateness; ends with
+# `e2e: N passed, M failed` and the time-to-truth of too-late events.
+# E2E_ARGS=-record-truth re-records workflows/testdata/{recompute,reconcile,replay}*.json.
+E2E_ARGS ?=
+.PHONY: e2e
+e2e: temporal
+	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestTruthEndToEnd$$' -count=1 -v -timeout 10m -args -e2e $(E2E_ARGS)

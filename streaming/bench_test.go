@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"log/slog"
+	"sort"
 	"testing"
 	"time"
 
@@ -51,7 +51,7 @@ func BenchmarkStreamEndToEnd(b *testing.B) {
 func benchEnv(b *testing.B, n int64) (*config.Config, []*kgo.Record) {
 	cfg, recs := newTestEnv(b, n, func(o *generate.Options) {
 		o.Rate, o.Keys = 1000, 10_000 // 60 s rolling windows hold a handful of events per user, as in payments
-		o.PoisonFraction = 0 // the 1 MiB oversized poison would dominate the bytes moved
+		o.PoisonFraction = 0          // the 1 MiB oversized poison would dominate the bytes moved
 	})
 	produce(b, cfg, recs)
 	return cfg, recs

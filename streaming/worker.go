@@ -129,7 +129,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	txnID := w.cfg.Kafka.ClientID + "-stream-" + w.cfg.Stream.Instance
 	sess, err := kgo.NewGroupTransactSession(append(kafkaconn.Opts(w.cfg.Kafka, "stream"),
 		kgo.TransactionalID(txnID),
-		kgo.TransactionTimeout(30*time.Second),
+		kgo.TransactionTimeout(w.cfg.Stream.TransactionTimeout),
 		kgo.ConsumerGroup(w.cfg.Stream.Group),
 		kgo.SessionTimeout(w.cfg.Stream.SessionTimeout),
 		kgo.HeartbeatInterval(min(3*time.Second, w.cfg.Stream.SessionTimeout/3)),

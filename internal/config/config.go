@@ -159,6 +159,11 @@ type StreamWorker struct {
 	// SessionTimeout is the consumer group session timeout: how long a
 	// killed worker's partitions wait before moving to another. Default 45s.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// TransactionTimeout is how long the broker keeps a dead worker's open
+	// transaction before aborting it; read-committed consumers of the
+	// outputs wait at most this after a crash (a restarted instance with the
+	// same name fences it at once). Default 30s.
+	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
 }
 
 // Dev tunes the embedded stack of `reckon dev`.
@@ -348,6 +353,7 @@ func (c *Config) fillDefaults() {
 	defDur(&c.Stream.CommitInterval, 100*time.Millisecond)
 	defDur(&c.Stream.TickInterval, 250*time.Millisecond)
 	defDur(&c.Stream.SessionTimeout, 45*time.Second)
+	defDur(&c.Stream.TransactionTimeout, 30*time.Second)
 	def(&c.Dev.Dir, "./.reckon")
 	defInt(&c.Dev.KafkaPort, 9092)
 	defInt(&c.Dev.TemporalPort, 7233)

@@ -1,15 +1,23 @@
 // Package kafkaconn turns reckon's Kafka configuration into franz-go client
-// options, so every command connects the same way (brokers, client id, and —
-// as they land — SASL and TLS).
+// options, so every command connects the same way: brokers, client id, SASL
+// (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and TLS, including mutual TLS
+// (docs/adr/0009-security.md). Secrets are read from the config or their
+// files when a connection authenticates and are never logged.
 package kafkaconn
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"reckon/internal/config"
 )
@@ -17,9 +25,41 @@ import (
 // MaxRecordBytes is the largest record reckon produces or fetches.
 const MaxRecordBytes = 16 << 20
 
-// Opts returns the base client options for cfg; role is appended to the
-// client id (e.g. "stream", "generate").
+// Options returns the client options for cfg; role is appended to the
+// client id (e.g. "stream", "generate"). It fails when a TLS file cannot be
+// loaded. The SASL password (or its file) is read on every authentication,
+// so a rotated password file needs no restart.
+func Options(cfg config.Kafka, role string) ([]kgo.Opt, error) {
+	opts := baseOpts(cfg, role)
+	tlsCfg, err := cfg.TLS.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kafkaconn: %w", err)
+	}
+	if tlsCfg != nil {
+		// kgo clones the config per dial and sets ServerName from the
+		// broker's host when it is empty.
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	}
+	if m := mechanism(cfg.SASL); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, nil
+}
+
+// Opts is Options for callers that build clients without an error path:
+// when the TLS files cannot be loaded, the returned options make every
+// dial fail with that error, so the client's first request reports it.
 func Opts(cfg config.Kafka, role string) []kgo.Opt {
+	opts, err := Options(cfg, role)
+	if err != nil {
+		return append(baseOpts(cfg, role), kgo.Dialer(func(context.Context, string, string) (net.Conn, error) {
+			return nil, err
+		}))
+	}
+	return opts
+}
+
+func baseOpts(cfg config.Kafka, role string) []kgo.Opt {
 	id := cfg.ClientID
 	if role != "" {
 		id += "-" + role
@@ -35,18 +75,55 @@ func Opts(cfg config.Kafka, role string) []kgo.Opt {
 	}
 }
 
+// mechanism returns the SASL mechanism of s, nil when SASL is off.
+// config.Validate has checked the mechanism name and the credentials.
+func mechanism(s config.KafkaSASL) sasl.Mechanism {
+	pass := func() (string, error) {
+		p, err := s.ResolvePassword()
+		if err != nil {
+			return "", fmt.Errorf("kafkaconn: %w", err)
+		}
+		return p.Reveal(), nil
+	}
+	scramAuth := func(context.Context) (scram.Auth, error) {
+		p, err := pass()
+		return scram.Auth{User: s.Username, Pass: p}, err
+	}
+	switch s.CanonicalMechanism() {
+	case "PLAIN":
+		return plain.Plain(func(context.Context) (plain.Auth, error) {
+			p, err := pass()
+			return plain.Auth{User: s.Username, Pass: p}, err
+		})
+	case "SCRAM-SHA-256":
+		return scram.Sha256(scramAuth)
+	case "SCRAM-SHA-512":
+		return scram.Sha512(scramAuth)
+	}
+	return nil
+}
+
 // NewAdmin returns an admin client and a close func.
 func NewAdmin(cfg config.Kafka, role string) (*kadm.Client, func(), error) {
-	cl, err := kgo.NewClient(Opts(cfg, role)...)
+	opts, err := Options(cfg, role)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kafkaconn: %w", err)
 	}
 	return kadm.NewClient(cl), cl.Close, nil
 }
 
-// WaitReady pings the cluster until it answers or ctx ends.
+// WaitReady pings the cluster until it answers or ctx ends. Failures that
+// waiting cannot fix — bad TLS files, rejected credentials — return at once.
 func WaitReady(ctx context.Context, cfg config.Kafka) error {
-	cl, err := kgo.NewClient(Opts(cfg, "ping")...)
+	opts, err := Options(cfg, "ping")
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("kafkaconn: %w", err)
 	}
@@ -58,10 +135,24 @@ func WaitReady(ctx context.Context, cfg config.Kafka) error {
 		if err == nil {
 			return nil
 		}
+		if Permanent(err) {
+			return fmt.Errorf("kafkaconn: brokers %v: %w", cfg.Brokers, err)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("kafkaconn: brokers %v not ready: %w", cfg.Brokers, err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// Permanent reports whether err is an authentication or authorization
+// failure, which retrying with the same configuration cannot fix.
+func Permanent(err error) bool {
+	return errors.Is(err, kerr.SaslAuthenticationFailed) ||
+		errors.Is(err, kerr.UnsupportedSaslMechanism) ||
+		errors.Is(err, kerr.IllegalSaslState) ||
+		errors.Is(err, kerr.ClusterAuthorizationFailed) ||
+		errors.Is(err, kerr.TopicAuthorizationFailed) ||
+		errors.Is(err, kerr.GroupAuthorizationFailed)
 }

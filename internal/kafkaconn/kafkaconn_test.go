@@ -1,0 +1,255 @@
+package kafkaconn
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"reckon/internal/config"
+)
+
+const (
+	user     = "reckon"
+	password = "s3cret-Pa55-do-not-print"
+)
+
+// broker starts a kfake cluster with SASL enabled and the given superuser
+// mechanism, plus extra options.
+func broker(t *testing.T, mech string, opts ...kfake.Opt) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.EnableSASL(),
+		kfake.Superuser(mech, user, password),
+		kfake.SeedTopics(1, "t"),
+	}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// ping connects with cfg and returns the first request's error. A round
+// trip that needs authentication: Ping sends Metadata after the handshake.
+func ping(t *testing.T, cfg config.Kafka) error {
+	t.Helper()
+	cl, err := kgo.NewClient(append(Opts(cfg, "test"), kgo.RequestRetries(0))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return cl.Ping(ctx)
+}
+
+func TestSASLSCRAM(t *testing.T) {
+	for _, mech := range []string{"SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"} {
+		t.Run(mech, func(t *testing.T) {
+			brokers := broker(t, mech)
+			cfg := config.Kafka{Brokers: brokers, ClientID: "reckon", AllowPlaintextCredentials: true,
+				SASL: config.KafkaSASL{Mechanism: strings.ToLower(mech), Username: user, Password: password}}
+			if err := ping(t, cfg); err != nil {
+				t.Fatalf("right password: %v", err)
+			}
+			// WaitReady and the admin client take the same path.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := WaitReady(ctx, cfg); err != nil {
+				t.Fatalf("WaitReady: %v", err)
+			}
+			adm, closeAdm, err := NewAdmin(cfg, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeAdm()
+			if md, err := adm.ListTopics(ctx, "t"); err != nil || md["t"].Err != nil {
+				t.Fatalf("admin over SASL: %v %v", err, md["t"].Err)
+			}
+
+			cfg.SASL.Password = "wrong-password"
+			err = ping(t, cfg)
+			if err == nil {
+				t.Fatal("wrong password: connected")
+			}
+			t.Logf("wrong password: %v", err)
+			if strings.Contains(err.Error(), "wrong-password") {
+				t.Errorf("error prints the password: %v", err)
+			}
+			// WaitReady fails too. (A real broker answers
+			// SASL_AUTHENTICATION_FAILED, which WaitReady returns at once;
+			// kfake closes the connection, which looks transient.)
+			wctx, wcancel := context.WithTimeout(context.Background(), time.Second)
+			defer wcancel()
+			if err := WaitReady(wctx, cfg); err == nil {
+				t.Fatal("WaitReady with a wrong password succeeded")
+			}
+		})
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	for _, err := range []error{kerr.SaslAuthenticationFailed, fmt.Errorf("ping: %w", kerr.TopicAuthorizationFailed)} {
+		if !Permanent(err) {
+			t.Errorf("Permanent(%v) = false", err)
+		}
+	}
+	for _, err := range []error{io.EOF, kerr.NotCoordinator, context.DeadlineExceeded} {
+		if Permanent(err) {
+			t.Errorf("Permanent(%v) = true", err)
+		}
+	}
+}
+
+func TestSASLPasswordFile(t *testing.T) {
+	brokers := broker(t, "SCRAM-SHA-512")
+	file := filepath.Join(t.TempDir(), "kafka-password")
+	if err := os.WriteFile(file, []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Kafka{Brokers: brokers, ClientID: "reckon", AllowPlaintextCredentials: true,
+		SASL: config.KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: user, PasswordFile: file}}
+	if err := ping(t, cfg); err != nil {
+		t.Fatalf("password from file: %v", err)
+	}
+	// The file is read per connection: a rotated (here: wrong) password
+	// applies to the next client without a restart.
+	if err := os.WriteFile(file, []byte("rotated-wrong\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(t, cfg); err == nil {
+		t.Fatal("wrong password from the rotated file: connected")
+	}
+	cfg.SASL.PasswordFile = filepath.Join(t.TempDir(), "missing")
+	err := ping(t, cfg)
+	if err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("missing password file: %v", err)
+	}
+}
+
+// TestSASLOverTLS runs SCRAM-SHA-512 inside TLS with a private CA, then
+// mutual TLS: the broker requires a client certificate signed by the CA.
+func TestSASLOverTLS(t *testing.T) {
+	pki := newPKI(t)
+	server := &tls.Config{Certificates: []tls.Certificate{pki.server}, MinVersion: tls.VersionTLS12}
+	brokers := broker(t, "SCRAM-SHA-512", kfake.TLS(server))
+	cfg := config.Kafka{Brokers: brokers, ClientID: "reckon",
+		SASL: config.KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: user, Password: password},
+		TLS:  config.TLSConfig{Enabled: true, CAFile: pki.caFile}}
+	if err := ping(t, cfg); err != nil {
+		t.Fatalf("SASL_SSL: %v", err)
+	}
+	// Without the CA the server's certificate is not trusted.
+	noCA := cfg
+	noCA.TLS.CAFile = ""
+	if err := ping(t, noCA); err == nil {
+		t.Fatal("connected to a server signed by an unknown CA")
+	}
+	// Plaintext to a TLS listener fails.
+	plainCfg := cfg
+	plainCfg.TLS = config.TLSConfig{}
+	if err := ping(t, plainCfg); err == nil {
+		t.Fatal("plaintext client connected to a TLS listener")
+	}
+	// A CA file that cannot be read fails up front in Options and on the
+	// first request through Opts.
+	bad := cfg
+	bad.TLS.CAFile = filepath.Join(t.TempDir(), "nope.pem")
+	if _, err := Options(bad, "x"); err == nil {
+		t.Fatal("Options accepted a missing ca_file")
+	}
+	if err := ping(t, bad); err == nil || !strings.Contains(err.Error(), "nope.pem") {
+		t.Fatalf("Opts with a missing ca_file: %v", err)
+	}
+}
+
+func TestMutualTLS(t *testing.T) {
+	pki := newPKI(t)
+	server := &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(server), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cfg := config.Kafka{Brokers: c.ListenAddrs(), ClientID: "reckon",
+		TLS: config.TLSConfig{Enabled: true, CAFile: pki.caFile, CertFile: pki.clientCert, KeyFile: pki.clientKey}}
+	if err := ping(t, cfg); err != nil {
+		t.Fatalf("mutual TLS: %v", err)
+	}
+	cfg.TLS.CertFile, cfg.TLS.KeyFile = "", ""
+	if err := ping(t, cfg); err == nil {
+		t.Fatal("connected without the required client certificate")
+	}
+}
+
+// pki is a throwaway CA with a server certificate for 127.0.0.1 and a
+// client certificate, the CA and client files written to a temp dir.
+type pki struct {
+	pool                          *x509.CertPool
+	server                        tls.Certificate
+	caFile, clientCert, clientKey string
+}
+
+func newPKI(t *testing.T) pki {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "reckon test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage) ([]byte, []byte) {
+		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb, _ := x509.MarshalECPrivateKey(k)
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := pki{pool: x509.NewCertPool()}
+	p.pool.AddCert(ca)
+	p.caFile = write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
+	sc, sk := leaf(2, "kafka", x509.ExtKeyUsageServerAuth)
+	if p.server, err = tls.X509KeyPair(sc, sk); err != nil {
+		t.Fatal(err)
+	}
+	cc, ck := leaf(3, "reckon", x509.ExtKeyUsageClientAuth)
+	p.clientCert, p.clientKey = write("client.pem", cc), write("client-key.pem", ck)
+	return p
+}

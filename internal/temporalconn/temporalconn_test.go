@@ -1,0 +1,256 @@
+package temporalconn
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"reckon/internal/config"
+)
+
+const apiKey = "tmprl-key-do-not-print-9f8e7d"
+
+// Dial waits: long enough for a loaded machine when the dial should work
+// (it returns as soon as it does), short when it should fail but looks
+// transient (an untrusted certificate is retried like a network error).
+const ok, fail = 30 * time.Second, time.Second
+
+// frontend is a fake Temporal frontend that answers GetSystemInfo (what
+// Dial calls) and records what each call presented: its bearer token and
+// the client certificate's common name.
+type frontend struct {
+	workflowservice.UnimplementedWorkflowServiceServer
+	wantKey string // when set, other tokens get Unauthenticated
+
+	mu    sync.Mutex // protects following fields
+	auth  []string
+	certs []string
+}
+
+func (f *frontend) GetSystemInfo(ctx context.Context, _ *workflowservice.GetSystemInfoRequest) (*workflowservice.GetSystemInfoResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	auth := strings.Join(md.Get("authorization"), ",")
+	cn := ""
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.PeerCertificates) > 0 {
+			cn = ti.State.PeerCertificates[0].Subject.CommonName
+		}
+	}
+	f.mu.Lock()
+	f.auth = append(f.auth, auth)
+	f.certs = append(f.certs, cn)
+	f.mu.Unlock()
+	if f.wantKey != "" && auth != "Bearer "+f.wantKey {
+		return nil, status.Error(codes.Unauthenticated, "bad api key")
+	}
+	return &workflowservice.GetSystemInfoResponse{Capabilities: &workflowservice.GetSystemInfoResponse_Capabilities{}}, nil
+}
+
+func (f *frontend) last() (auth, cn string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.auth) == 0 {
+		return "", ""
+	}
+	return f.auth[len(f.auth)-1], f.certs[len(f.certs)-1]
+}
+
+func serve(t *testing.T, f *frontend, tlsCfg *tls.Config) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []grpc.ServerOption
+	if tlsCfg != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	s := grpc.NewServer(opts...)
+	workflowservice.RegisterWorkflowServiceServer(s, f)
+	go func() { _ = s.Serve(ln) }()
+	t.Cleanup(s.Stop)
+	return ln.Addr().String()
+}
+
+// dial connects with cfg, retrying for at most wait.
+func dial(t *testing.T, cfg config.Temporal, log *bytes.Buffer, wait time.Duration) error {
+	t.Helper()
+	var logger *slog.Logger
+	if log != nil {
+		logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	c, err := Dial(context.Background(), cfg, logger, wait)
+	if err == nil {
+		c.Close()
+	}
+	return err
+}
+
+func TestTLSAndAPIKey(t *testing.T) {
+	pki := newPKI(t)
+	f := &frontend{wantKey: apiKey}
+	addr := serve(t, f, &tls.Config{Certificates: []tls.Certificate{pki.server}, MinVersion: tls.VersionTLS12})
+	keyFile := filepath.Join(t.TempDir(), "api-key")
+	if err := os.WriteFile(keyFile, []byte(apiKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Temporal{Address: addr, Namespace: "default",
+		TLS: config.TLSConfig{Enabled: true, CAFile: pki.caFile}, APIKeyFile: keyFile}
+	var log bytes.Buffer
+	if err := dial(t, cfg, &log, ok); err != nil {
+		t.Fatalf("TLS + API key from file: %v", err)
+	}
+	if auth, _ := f.last(); auth != "Bearer "+apiKey {
+		t.Fatalf("server saw authorization %q", auth)
+	}
+
+	// A wrong key is refused by the server: permanent, Dial stops at once.
+	cfg.APIKeyFile, cfg.APIKey = "", "wrong-key-1234"
+	err := dial(t, cfg, &log, ok)
+	if err == nil || !Permanent(err) {
+		t.Fatalf("wrong key: %v", err)
+	}
+	if strings.Contains(err.Error(), "not reachable after") {
+		t.Errorf("a refused key was retried until the deadline: %v", err)
+	}
+	for _, s := range []string{err.Error(), log.String()} {
+		if strings.Contains(s, apiKey) || strings.Contains(s, "wrong-key-1234") {
+			t.Fatalf("API key printed: %s", s)
+		}
+	}
+
+	// Without the CA the server is not trusted.
+	cfg.APIKey = apiKey
+	cfg.TLS.CAFile = ""
+	if err := dial(t, cfg, nil, fail); err == nil {
+		t.Fatal("trusted a server signed by an unknown CA")
+	}
+}
+
+func TestMutualTLS(t *testing.T) {
+	pki := newPKI(t)
+	f := &frontend{}
+	addr := serve(t, f, &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})
+	cfg := config.Temporal{Address: addr, Namespace: "default",
+		TLS: config.TLSConfig{Enabled: true, CAFile: pki.caFile, CertFile: pki.clientCert, KeyFile: pki.clientKey}}
+	if err := dial(t, cfg, nil, ok); err != nil {
+		t.Fatalf("mutual TLS: %v", err)
+	}
+	if _, cn := f.last(); cn != "reckon" {
+		t.Fatalf("server saw client certificate %q, want reckon", cn)
+	}
+	cfg.TLS.CertFile, cfg.TLS.KeyFile = "", ""
+	if err := dial(t, cfg, nil, fail); err == nil {
+		t.Fatal("connected without the required client certificate")
+	}
+}
+
+func TestAPIKeyPlaintextWhenAllowed(t *testing.T) {
+	f := &frontend{wantKey: apiKey}
+	addr := serve(t, f, nil)
+	cfg := config.Temporal{Address: addr, Namespace: "default", APIKey: apiKey, AllowPlaintextCredentials: true}
+	if err := dial(t, cfg, nil, ok); err != nil {
+		t.Fatalf("API key over plaintext (allowed): %v", err)
+	}
+	if auth, _ := f.last(); auth != "Bearer "+apiKey {
+		t.Fatalf("server saw authorization %q", auth)
+	}
+}
+
+func TestUnreadableFiles(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing-key")
+	cfg := config.Temporal{Address: "127.0.0.1:1", Namespace: "default", APIKeyFile: missing,
+		TLS: config.TLSConfig{Enabled: true}}
+	if _, err := ClientOptions(cfg, nil); err == nil || !strings.Contains(err.Error(), "missing-key") {
+		t.Fatalf("ClientOptions with a missing api_key_file: %v", err)
+	}
+	if err := dial(t, cfg, nil, fail); err == nil || !strings.Contains(err.Error(), "missing-key") {
+		t.Fatalf("Dial with a missing api_key_file: %v", err)
+	}
+	// Options keeps its signature: the error surfaces on connect.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if c, err := client.DialContext(ctx, Options(cfg, nil)); err == nil {
+		c.Close()
+		t.Fatal("Options with a missing api_key_file connected")
+	} else if !strings.Contains(err.Error(), "missing-key") {
+		t.Fatalf("Options error does not name the file: %v", err)
+	}
+}
+
+// pki is a throwaway CA with a server certificate for 127.0.0.1 and a
+// client certificate (CN reckon), the CA and client files in a temp dir.
+type pki struct {
+	pool                          *x509.CertPool
+	server                        tls.Certificate
+	caFile, clientCert, clientKey string
+}
+
+func newPKI(t *testing.T) pki {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "reckon test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage) ([]byte, []byte) {
+		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb, _ := x509.MarshalECPrivateKey(k)
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := pki{pool: x509.NewCertPool()}
+	p.pool.AddCert(ca)
+	p.caFile = write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
+	sc, sk := leaf(2, "temporal", x509.ExtKeyUsageServerAuth)
+	if p.server, err = tls.X509KeyPair(sc, sk); err != nil {
+		t.Fatal(err)
+	}
+	cc, ck := leaf(3, "reckon", x509.ExtKeyUsageClientAuth)
+	p.clientCert, p.clientKey = write("client.pem", cc), write("client-key.pem", ck)
+	return p
+}
