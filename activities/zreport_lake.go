@@ -1,11 +1,9 @@
 package activities
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"reckon/internal/zreport"
+	"reckon/lake"
 )
 
 // The zreports table of the lake: one file per final version,
@@ -148,7 +147,7 @@ func writeZReportFile(root string, a *zreport.Aggregate) (string, error) {
 		return "", fmt.Errorf("zreport: lake row: %w", err)
 	}
 	dir := zreportDateDir(root, a.ShiftClosedAt)
-	err = writeZReportAtomic(dir, name, func(w io.Writer) error {
+	_, err = lake.WriteFileAtomic(dir, name, func(w io.Writer) error {
 		pw := parquet.NewGenericWriter[zreportRow](w, parquet.Compression(&zstd.Codec{}), parquet.DataPageVersion(1))
 		if _, err := pw.Write([]zreportRow{row}); err != nil {
 			return err
@@ -195,61 +194,4 @@ func readLatestZReport(root string, k zreport.Key, closed time.Time) (*zreport.A
 		return nil, nil
 	}
 	return readZReportFile(bestPath)
-}
-
-// writeZReportAtomic writes dir/name through write: into a hidden temporary
-// file in dir (readers' globs skip names starting with "."), fsynced,
-// renamed into place, then dir fsynced so the rename survives a crash.
-func writeZReportAtomic(dir, name string, write func(io.Writer) error) (err error) {
-	if _, err := os.Stat(dir); err != nil {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("zreport: mkdir %s: %w", dir, err)
-		}
-		// Make the new directory entries durable too.
-		for _, p := range []string{filepath.Dir(dir), filepath.Dir(filepath.Dir(dir))} {
-			if err := syncZReportDir(p); err != nil {
-				return err
-			}
-		}
-	}
-	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("zreport: create temp in %s: %w", dir, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	bw := bufio.NewWriter(f)
-	if err := write(bw); err != nil {
-		return fmt.Errorf("zreport: write %s: %w", name, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("zreport: write %s: %w", name, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("zreport: fsync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("zreport: close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("zreport: rename %s: %w", name, err)
-	}
-	return syncZReportDir(dir)
-}
-
-func syncZReportDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("zreport: open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("zreport: fsync dir %s: %w", dir, err)
-	}
-	return nil
 }

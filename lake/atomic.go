@@ -10,6 +10,12 @@ import (
 	"strings"
 )
 
+// WriteFileAtomic is writeAtomic for other tables kept in the lake (e.g.
+// Z-reports): the same hidden temp name, fsync, rename, directory fsync.
+func WriteFileAtomic(dir, name string, write func(w io.Writer) error) (int64, error) {
+	return writeAtomic(dir, name, write)
+}
+
 // writeAtomic writes dir/name through write: to a hidden temporary file in
 // dir, fsynced, renamed over dir/name, then dir fsynced so the rename is
 // durable. Concurrent writers of the same name each use their own temporary
