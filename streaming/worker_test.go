@@ -60,8 +60,8 @@ type outputs struct {
 	final    map[string]event.Pane // latest pane per window
 	versions map[string][]int64    // every committed version per window, in order
 	features map[string]string     // event_id -> count/sum
-	late     map[string]bool       // source partition/offset
-	dlq      map[string]string     // source partition/offset -> reason
+	late     map[string]bool       // source topic/partition/offset
+	dlq      map[string]string     // source topic/partition/offset -> reason
 }
 
 // testEnv is a broker with the topic map applied and the generator's
@@ -199,17 +199,21 @@ func collect(t *testing.T, cfg *config.Config) outputs {
 		}
 		o.features[f.EventID] = fmt.Sprintf("%d/%g", f.Count, f.Sum)
 	})
+	// Sources are topic/partition/offset: the DLQ and the late topic
+	// collect records from every raw topic.
 	src := func(r *kgo.Record) string {
-		var p, off string
+		var topic, p, off string
 		for _, h := range r.Headers {
 			switch h.Key {
+			case event.HeaderSourceTopic:
+				topic = string(h.Value)
 			case event.HeaderSourcePartition:
 				p = string(h.Value)
 			case event.HeaderSourceOffset:
 				off = string(h.Value)
 			}
 		}
-		return p + "/" + off
+		return topic + "/" + p + "/" + off
 	}
 	read(t, cfg, cfg.Topics.Late, func(r *kgo.Record) { o.late[src(r)] = true })
 	read(t, cfg, cfg.Topics.DLQ, func(r *kgo.Record) {

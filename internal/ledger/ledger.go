@@ -23,9 +23,9 @@ import (
 type Outputs struct {
 	// Panes are the highest-version panes per window key (event.WindowKey).
 	Panes map[string]event.Pane
-	// Late and DLQ hold the source "partition/offset" of every record on
-	// the late side output and the dead-letter topic (for this stream's raw
-	// topic); DLQ maps to the reason header.
+	// Late and DLQ hold the source "topic/partition/offset" of every record
+	// on the late side output and the dead-letter topic that came from this
+	// stream's raw topic; DLQ maps to the reason header.
 	Late map[string]bool
 	DLQ  map[string]string
 	// Accepted, Duplicates and LateCount are the stream operators' own
@@ -50,7 +50,7 @@ type Ledger struct {
 	// positive means lost, negative means counted twice.
 	Unaccounted int64
 	// Problems found record by record.
-	PoisonNotDeadLettered []string // listed poison (partition/offset) absent from the DLQ
+	PoisonNotDeadLettered []string // listed poison (topic/partition/offset) absent from the DLQ
 	DeadLetterNoReason    []string // DLQ records without a reason header
 	LateTopicMismatch     bool     // late topic records ≠ the operators' late counter
 
@@ -83,7 +83,7 @@ func Compute(m *generate.Manifest, stream string, out Outputs) Ledger {
 		if e.Category != generate.Poison || e.Partition == nil || e.Offset == nil {
 			continue
 		}
-		src := fmt.Sprintf("%d/%d", *e.Partition, *e.Offset)
+		src := fmt.Sprintf("%s/%d/%d", m.Topic, *e.Partition, *e.Offset)
 		if _, ok := out.DLQ[src]; !ok {
 			l.PoisonNotDeadLettered = append(l.PoisonNotDeadLettered, src)
 		}
