@@ -35,6 +35,8 @@ vet:
 
 test: build temporal vet
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_REQUIRE_COMPOSE=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@echo "== end to end: stream + batch truth on the dev server (make e2e)"
+	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestTruthEndToEnd$$' -count=1 -timeout 10m -args -e2e
 	@echo "== DuckDB interop (lake/interop, its own module, CGO)"
 	cd lake/interop && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 

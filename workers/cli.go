@@ -34,6 +34,7 @@ var commands = []command{
 	{"lake", "inspect and query the Parquet lake", runLake},
 	{"replay", "recompute and correct a date range through a Temporal replay workflow", runReplay},
 	{"reconcile", "run the daily reconciliation for a date now and print the price-of-speed report", runReconcile},
+	{"schedule", "apply (create/update), describe or trigger the daily reconciliation schedule on Temporal", runSchedule},
 	{"zreport", "inspect Z-report entity workflows and the simulated OFD operator", runZReport},
 	{"config", "print the effective configuration or the list of overridable keys", runConfig},
 }

@@ -40,6 +40,7 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 	// moving (measured ~25% faster end to end with 8).
 	w := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{MaxConcurrentWorkflowTaskPollers: 8})
 	registerBatch(w, cfg, lk)
+	registerTruth(w, cfg, lk)
 	runBridge, closeBridge, err := zreportBatch(cfg, c, w)
 	if err != nil {
 		return err
@@ -53,6 +54,11 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 
 	if !*noStart {
 		if err := startArchives(ctx, cfg, c, log); err != nil {
+			return err
+		}
+		// Pane history, targeted corrections of too-late events and the
+		// daily reconciliation schedule (idempotent).
+		if err := startTruth(ctx, cfg, c, log); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,999 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"iter"
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"reckon/internal/config"
+	"reckon/internal/event"
+	"reckon/internal/kafkaconn"
+	"reckon/lake"
+	"reckon/streaming/operator"
+)
+
+// WindowRef names one window of a stream by key and start.
+type WindowRef struct {
+	Key   string    `json:"key"`
+	Start time.Time `json:"start"`
+}
+
+// PartitionOffset is an offset of one partition of a stream's raw topic.
+type PartitionOffset struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
+
+// ---- horizon -----------------------------------------------------------
+
+// HorizonInput asks whether windows of Stream ending at or before To are
+// final: the lake holds everything that can still count and the stream
+// will never publish another pane for them.
+type HorizonInput struct {
+	Stream string
+	To     time.Time
+	// After, when set (targeted corrections), replaces the time horizon:
+	// the lake must hold the raw topic's records up to these offsets
+	// inclusive — the too-late events themselves. The stream proved, by
+	// sending them to the late topic, that it purged their windows.
+	After []PartitionOffset
+}
+
+// HorizonResult is the answer; Waiting says what is missing.
+type HorizonResult struct {
+	Ready bool
+	// Horizon is the ingest time that must be archived and consumed.
+	Horizon         time.Time
+	ArchivedThrough time.Time
+	Waiting         string
+}
+
+// Horizon is the ingest time after which a window ending at end is final
+// for stream s: the stream's watermark has passed end + allowed lateness
+// (it purged the window; any later event goes to the late topic) once it
+// consumed events this late (watermark = max event time − out-of-orderness)
+// or idled past them (idle timeout), plus a margin for delivery delay.
+func Horizon(s config.Stream, b config.Batch, end time.Time) time.Time {
+	return end.Add(s.AllowedLateness + s.OutOfOrderness + s.IdleTimeout + b.HorizonMargin)
+}
+
+// CheckHorizon checks the lake's archive progress of every partition of
+// the stream's topic and, unless batch.skip_stream_check, that the stream
+// consumer group consumed past the horizon on every partition (a stream
+// that is down or behind still holds windows and would race the batch on
+// their next version).
+func (a *Truth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResult, error) {
+	st, ok := a.Cfg.StreamByName(in.Stream)
+	if !ok {
+		return HorizonResult{}, badInput("unknown stream %q", in.Stream)
+	}
+	if len(in.After) > 0 {
+		var missing []string
+		for _, po := range in.After {
+			p, err := a.Lake.ReadProgress(st.Topic, po.Partition)
+			if err != nil && !errors.Is(err, lake.ErrNoProgress) {
+				return HorizonResult{}, err
+			}
+			if p.NextOffset <= po.Offset {
+				missing = append(missing, fmt.Sprintf("%s/%d archived to %d, need %d", st.Topic, po.Partition, p.NextOffset, po.Offset+1))
+			}
+		}
+		return HorizonResult{Ready: len(missing) == 0, Waiting: strings.Join(missing, "; ")}, nil
+	}
+	res := HorizonResult{Horizon: Horizon(st, a.Cfg.Batch, in.To)}
+	adm, closeAdm, err := kafkaconn.NewAdmin(a.Cfg.Kafka, "truth")
+	if err != nil {
+		return res, err
+	}
+	defer closeAdm()
+	ends, err := adm.ListEndOffsets(ctx, st.Topic)
+	if err != nil {
+		return res, fmt.Errorf("truth: end offsets %s: %w", st.Topic, err)
+	}
+	if err := ends.Error(); err != nil {
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("truth: topic %s: %v", st.Topic, err), ErrTypeTruthTopic, err)
+	}
+	parts := len(ends[st.Topic])
+	res.ArchivedThrough, err = a.Lake.ArchivedThrough(st.Topic, parts)
+	if err != nil {
+		return res, err
+	}
+	if res.ArchivedThrough.Before(res.Horizon) {
+		res.Waiting = fmt.Sprintf("archive of %s is through %s, horizon %s", st.Topic, fmtTime(res.ArchivedThrough), fmtTime(res.Horizon))
+		return res, nil
+	}
+	if a.Cfg.Batch.SkipStreamCheck {
+		res.Ready = true
+		return res, nil
+	}
+	after, err := adm.ListOffsetsAfterMilli(ctx, res.Horizon.UnixMilli(), st.Topic)
+	if err != nil {
+		return res, fmt.Errorf("truth: offsets after horizon %s: %w", st.Topic, err)
+	}
+	committed, err := adm.FetchOffsetsForTopics(ctx, a.Cfg.Stream.Group, st.Topic)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		committed, err = kadm.OffsetResponses{}, nil // the stream never committed anything
+	}
+	if err != nil {
+		return res, fmt.Errorf("truth: stream group offsets: %w", err)
+	}
+	var behind []string
+	quiet := map[int32]int64{} // partitions without a record past the horizon → end offset
+	ends.Each(func(e kadm.ListedOffset) {
+		if e.Offset == 0 {
+			return // an empty partition holds no window
+		}
+		need := e.Offset
+		if o, ok := after.Lookup(st.Topic, e.Partition); ok && o.Err == nil && o.Offset >= 0 && o.Offset < e.Offset {
+			need = o.Offset + 1 // the stream must have consumed the first record past the horizon
+		} else {
+			quiet[e.Partition] = e.Offset
+		}
+		c, ok := committed.Lookup(st.Topic, e.Partition)
+		if !ok || c.Err != nil || c.At < need {
+			at := int64(-1)
+			if ok {
+				at = c.At
+			}
+			behind = append(behind, fmt.Sprintf("%d at %d, need %d", e.Partition, at, need))
+		}
+	})
+	slices.Sort(behind)
+	if len(behind) > 0 {
+		res.Waiting = fmt.Sprintf("stream group %s is behind the horizon %s on %s partitions %s", a.Cfg.Stream.Group, fmtTime(res.Horizon), st.Topic, strings.Join(behind, ", "))
+		return res, nil
+	}
+	if why, err := a.quietPartitions(ctx, st, in.To, res.ArchivedThrough, quiet); err != nil || why != "" {
+		res.Waiting = why
+		return res, err
+	}
+	res.Ready = true
+	return res, nil
+}
+
+// quietPartitions checks the partitions that received nothing past the
+// horizon. Their watermark moves only by the idle rule: it stood at
+// (max event time − out-of-orderness) after the partition's last record
+// and advances with processing time once idle_timeout has passed since
+// that record — every record, a too-late one included, restarts the idle
+// clock. The windows ending at end are purged once
+//
+//	now ≥ last record's timestamp + idle_timeout + (end + lateness − watermark at it) + margin
+//
+// with "now" the archive's observation time (a wall clock reading) and the
+// max event time from the lake's last hour of the range (the stream
+// consumed every record, CheckHorizon made sure). It returns what is
+// missing, or "".
+func (a *Truth) quietPartitions(ctx context.Context, st config.Stream, end, now time.Time, quiet map[int32]int64) (string, error) {
+	if len(quiet) == 0 {
+		return "", nil
+	}
+	scanFrom := end.Add(-max(st.Window, time.Hour))
+	maxET := map[int32]int64{}
+	if _, err := a.Lake.Scan(ctx, lake.Query{Topic: st.Topic, From: scanFrom, To: end, EventTypes: st.EventTypes}, lake.ColOccurredAt|lake.ColKafkaPartition, func(r *lake.RawRow) error {
+		if _, ok := quiet[r.KafkaPartition]; ok && r.OccurredAt*1000 > maxET[r.KafkaPartition] {
+			maxET[r.KafkaPartition] = r.OccurredAt * 1000
+		}
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	last, err := lastRecordTimes(ctx, a.Cfg.Kafka, st.Topic, quiet)
+	if err != nil {
+		return "", err
+	}
+	var waiting []string
+	for _, p := range slices.Sorted(maps.Keys(quiet)) {
+		et, ok := maxET[p]
+		if !ok {
+			et = scanFrom.UnixNano() // older than the scan: assume the least
+		}
+		wm := time.Unix(0, et).Add(-st.OutOfOrderness)
+		purgeAt := end.Add(st.AllowedLateness)
+		if !wm.Before(purgeAt) {
+			continue
+		}
+		ready := last[p].Add(st.IdleTimeout + purgeAt.Sub(wm) + a.Cfg.Batch.HorizonMargin)
+		if now.Before(ready) {
+			waiting = append(waiting, fmt.Sprintf("%d (last record %s, watermark %s)", p, fmtTime(last[p]), fmtTime(wm)))
+		}
+	}
+	if len(waiting) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("quiet partitions of %s still idle-advancing their watermark to %s: %s", st.Topic, fmtTime(end.Add(st.AllowedLateness)), strings.Join(waiting, ", ")), nil
+}
+
+// lastRecordTimes reads the timestamp of the record before each given end
+// offset.
+func lastRecordTimes(ctx context.Context, kcfg config.Kafka, topic string, ends map[int32]int64) (map[int32]time.Time, error) {
+	offs := map[int32]kgo.Offset{}
+	for p, e := range ends {
+		offs[p] = kgo.NewOffset().At(e - 1)
+	}
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(kcfg, "truth"), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))...)
+	if err != nil {
+		return nil, fmt.Errorf("truth: kafka: %w", err)
+	}
+	defer cl.Close()
+	out := map[int32]time.Time{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(out) < len(ends) {
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("truth: could not read the last records of %s", topic)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset == ends[r.Partition]-1 {
+				out[r.Partition] = r.Timestamp
+			}
+		})
+	}
+	return out, nil
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "(nothing)"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// ExtentInput asks how far a stream's range holds anything to check.
+type ExtentInput struct {
+	Stream   string
+	From, To time.Time
+}
+
+// RecomputeExtent returns the end of the last window in [From, To) that
+// has events in the lake or a published pane (From when none has): the
+// part of a range a recompute must wait for and check. A range whose end
+// lies in the future (today) is thereby checked as far as it has data, and
+// a stream whose traffic stopped early need not wait for the day's end.
+// Windows beyond it that get events later are the next run's (or, if too
+// late, a targeted correction's).
+func (a *Truth) RecomputeExtent(ctx context.Context, in ExtentInput) (time.Time, error) {
+	st, ok := a.Cfg.StreamByName(in.Stream)
+	if !ok {
+		return time.Time{}, badInput("unknown stream %q", in.Stream)
+	}
+	if err := a.checkRange(st, in.From, in.To); err != nil {
+		return time.Time{}, err
+	}
+	from, to := in.From.UTC(), in.To.UTC()
+	end := from
+	win := int64(st.Window)
+	// The lake: the last event hour directory holding rows of the range.
+	for h := to.Add(-time.Nanosecond).Truncate(time.Hour); !h.Before(from.Truncate(time.Hour)); h = h.Add(-time.Hour) {
+		if _, err := os.Stat(lake.RawHourDir(a.Lake.Root(), st.Topic, h)); err != nil {
+			continue
+		}
+		qf, qt := maxTime(h, from), minTime(h.Add(time.Hour), to)
+		var last int64
+		found := false
+		if _, err := a.Lake.Scan(ctx, lake.Query{Topic: st.Topic, From: qf, To: qt, EventTypes: st.EventTypes}, lake.ColOccurredAt, func(r *lake.RawRow) error {
+			if o := r.OccurredTime().UnixNano(); !found || o > last {
+				last, found = o, true
+			}
+			return nil
+		}); err != nil {
+			return time.Time{}, err
+		}
+		if found {
+			end = time.Unix(0, floorNanos(last, win)+win).UTC()
+			break
+		}
+	}
+	// Published panes: a window the stream published must be checked even
+	// if the lake does not hold its events yet (they are archived by the
+	// time the horizon passes).
+	pub, err := a.latestPanes(ctx, st.Name, from, to)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for k := range pub {
+		if e := time.Unix(0, k.start+win).UTC(); e.After(end) {
+			end = e
+		}
+	}
+	return minTime(end, to), nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// ---- recompute ---------------------------------------------------------
+
+// Triggers of a recompute, recorded on correction records and reports.
+const (
+	TriggerReconcile  = "reconcile"
+	TriggerReplay     = "replay"
+	TriggerCorrection = "correction"
+	TriggerManual     = "manual"
+)
+
+// HeaderTrigger names, on a correction record, what triggered it.
+const HeaderTrigger = "reckon.trigger"
+
+// RecomputeInput is one recompute: windows of Stream starting in [From,
+// To), window-aligned, within one UTC day.
+type RecomputeInput struct {
+	Stream   string
+	From, To time.Time
+	// Windows, when set, restricts the recompute to exactly these windows
+	// (targeted corrections): other keys' windows in the range may still be
+	// held by the stream.
+	Windows []WindowRef
+	// DryRun computes and reports but publishes and writes nothing.
+	DryRun  bool
+	Trigger string
+}
+
+// ReasonCounts classifies corrections (and for late/duplicates, windows).
+type ReasonCounts struct {
+	// BeyondLateness: the truth holds events that arrived after the
+	// stream's latest pane (the late side output).
+	BeyondLateness int64 `json:"late_beyond_lateness"`
+	// Missing: the window has events but no pane was ever published.
+	Missing int64 `json:"missing"`
+	// Duplicates: the stream counted more events than the unique truth.
+	Duplicates int64 `json:"duplicates"`
+	// Retracted: a pane exists but the lake holds no valid event.
+	Retracted int64 `json:"retracted"`
+	// Other: equal count, different values.
+	Other int64 `json:"other"`
+}
+
+// TruthReport is the price of speed for a range (seed 000): how far the
+// stream's answers were from the truth, and what the batch did about it.
+// Errors compare the stream's own latest pane (no pane: 0) with the truth.
+type TruthReport struct {
+	Stream string    `json:"stream,omitempty"`
+	From   time.Time `json:"from"`
+	To     time.Time `json:"to"`
+	DryRun bool      `json:"dry_run,omitempty"`
+	// Windows checked: every window with events in the lake or a
+	// published pane.
+	Windows int64 `json:"windows_checked"`
+	// StreamExact: the stream's own latest pane equals the truth.
+	StreamExact int64 `json:"stream_exact"`
+	// Matched: the latest published pane (stream or an earlier
+	// correction) equals the truth; nothing to publish.
+	Matched int64 `json:"matched"`
+	// AlreadyCorrected: of Matched, those an earlier batch correction fixed.
+	AlreadyCorrected int64 `json:"already_corrected"`
+	// Corrected: corrections published by this run (dry run: that would be).
+	Corrected int64 `json:"corrected"`
+	// Superseded: corrections not published because another recompute
+	// published to the window after this one read it.
+	Superseded int64 `json:"superseded,omitempty"`
+	// Missing: windows with events but no stream pane.
+	Missing int64 `json:"missing"`
+	// Events: valid unique events in the lake for the windows checked.
+	Events int64 `json:"events"`
+	// EventsBeyondLateness: of Events, those that arrived after the
+	// stream's latest pane of their window (or for a window it never
+	// published): what the stream could not count.
+	EventsBeyondLateness int64        `json:"events_beyond_lateness"`
+	Reasons              ReasonCounts `json:"reasons"`
+	CountErrMax          float64      `json:"count_abs_err_max"`
+	CountErrMean         float64      `json:"count_abs_err_mean"`
+	SumErrMax            float64      `json:"sum_abs_err_max"`
+	SumErrMean           float64      `json:"sum_abs_err_mean"`
+	// Totals of absolute errors, so reports can be summed.
+	CountErrTotal float64 `json:"count_abs_err_total"`
+	SumErrTotal   float64 `json:"sum_abs_err_total"`
+}
+
+// Add sums o into r (ranges widen; means are recomputed).
+func (r *TruthReport) Add(o TruthReport) {
+	if r.From.IsZero() || (!o.From.IsZero() && o.From.Before(r.From)) {
+		r.From = o.From
+	}
+	if o.To.After(r.To) {
+		r.To = o.To
+	}
+	r.DryRun = r.DryRun || o.DryRun
+	r.Windows += o.Windows
+	r.StreamExact += o.StreamExact
+	r.Matched += o.Matched
+	r.AlreadyCorrected += o.AlreadyCorrected
+	r.Corrected += o.Corrected
+	r.Superseded += o.Superseded
+	r.Missing += o.Missing
+	r.Events += o.Events
+	r.EventsBeyondLateness += o.EventsBeyondLateness
+	r.Reasons.BeyondLateness += o.Reasons.BeyondLateness
+	r.Reasons.Missing += o.Reasons.Missing
+	r.Reasons.Duplicates += o.Reasons.Duplicates
+	r.Reasons.Retracted += o.Reasons.Retracted
+	r.Reasons.Other += o.Reasons.Other
+	r.CountErrMax = math.Max(r.CountErrMax, o.CountErrMax)
+	r.SumErrMax = math.Max(r.SumErrMax, o.SumErrMax)
+	r.CountErrTotal += o.CountErrTotal
+	r.SumErrTotal += o.SumErrTotal
+	r.means()
+}
+
+func (r *TruthReport) means() {
+	r.CountErrMean, r.SumErrMean = 0, 0
+	if r.Windows > 0 {
+		r.CountErrMean = r.CountErrTotal / float64(r.Windows)
+		r.SumErrMean = r.SumErrTotal / float64(r.Windows)
+	}
+}
+
+// WindowChange is one correction (published, or that a dry run would publish).
+type WindowChange struct {
+	Key         string    `json:"key"`
+	WindowStart time.Time `json:"window_start"`
+	// Published is the latest version before (0: none) and its figures.
+	PublishedVersion int64   `json:"published_version"`
+	PublishedCount   int64   `json:"published_count"`
+	PublishedSum     float64 `json:"published_sum"`
+	TruthCount       int64   `json:"truth_count"`
+	TruthSum         float64 `json:"truth_sum"`
+	Version          int64   `json:"version"`
+	Reason           string  `json:"reason"`
+}
+
+// MaxChanges bounds RecomputeResult.Changes (results stay small).
+const MaxChanges = 25
+
+// RecomputeResult is small: counts, paths and a sample of the changes.
+type RecomputeResult struct {
+	Report TruthReport `json:"report"`
+	// Files of the truth table written (relative to the lake root).
+	Files []string `json:"files,omitempty"`
+	// Changes: the first MaxChanges corrections, by key and window.
+	Changes []WindowChange `json:"changes,omitempty"`
+	// TransactionalID published the corrections (one transaction).
+	TransactionalID string `json:"transactional_id,omitempty"`
+}
+
+// TransactionalID is the Kafka transactional id of corrections of stream
+// for the UTC date of day. Every recompute of the same stream and date
+// uses it, so they exclude each other: initializing the producer fences
+// any other recompute of that date still running, whose commit then fails
+// and whose retry sees the fencer's corrections.
+func TransactionalID(clientID, stream string, day time.Time) string {
+	return clientID + "-truth-" + stream + "-" + day.UTC().Format("20060102")
+}
+
+// TruthFileName names the truth files of a recompute: its range and, for a
+// targeted one, a hash of its windows; the same recompute writes the same
+// name.
+func TruthFileName(in RecomputeInput) string {
+	name := "truth-" + in.From.UTC().Format("20060102T150405Z") + "-" + in.To.UTC().Format("20060102T150405Z")
+	if len(in.Windows) > 0 {
+		h := fnv.New64a()
+		ws := slices.Clone(in.Windows)
+		slices.SortFunc(ws, func(a, b WindowRef) int {
+			if c := strings.Compare(a.Key, b.Key); c != 0 {
+				return c
+			}
+			return a.Start.Compare(b.Start)
+		})
+		for _, w := range ws {
+			fmt.Fprintf(h, "%s|%d\n", w.Key, w.Start.UnixNano())
+		}
+		name += fmt.Sprintf("-w%016x", h.Sum64())
+	}
+	return name
+}
+
+// RecomputeWindows recomputes the truth of a stream's windows from the
+// lake and publishes version latest+1, timing correction, where the latest
+// published pane differs (or none exists). It reads what is published,
+// scans the lake (dedup by event_id) through the stream operator's own
+// window code (operator.Truth) and diffs; then, in a short critical
+// section (publishFenced), it fences every other publisher of this stream
+// and date (transactional id), reads the latest versions again, leaves
+// windows someone published to meanwhile alone, writes the truth table and
+// publishes the corrections in one Kafka transaction. A retry or a repeat
+// finds its own corrections published and publishes nothing new. The
+// caller must have checked the horizon (CheckHorizon).
+func (a *Truth) RecomputeWindows(ctx context.Context, in RecomputeInput) (RecomputeResult, error) {
+	var res RecomputeResult
+	st, ok := a.Cfg.StreamByName(in.Stream)
+	if !ok {
+		return res, badInput("unknown stream %q", in.Stream)
+	}
+	if err := a.checkRange(st, in.From, in.To); err != nil {
+		return res, err
+	}
+	if err := a.checkLakeColumns(st); err != nil {
+		return res, err
+	}
+	from, to := in.From.UTC(), in.To.UTC()
+	res.Report = TruthReport{Stream: st.Name, From: from, To: to, DryRun: in.DryRun}
+
+	pub, err := a.latestPanes(ctx, st.Name, from, to)
+	if err != nil {
+		return res, err
+	}
+	only := map[winKey]bool{}
+	var keys []string
+	for _, w := range in.Windows {
+		k := winKey{w.Key, w.Start.UTC().UnixNano()}
+		if !only[k] {
+			only[k] = true
+			if !slices.Contains(keys, w.Key) {
+				keys = append(keys, w.Key)
+			}
+		}
+	}
+	selected := func(k winKey) bool { return len(only) == 0 || only[k] }
+
+	truth, beyond, err := a.truth(ctx, st, from, to, keys, selected, pub)
+	if err != nil {
+		return res, err
+	}
+
+	// Every window with events or a published pane, in key/window order.
+	cells := map[winKey]bool{}
+	for k := range truth {
+		cells[k] = true
+	}
+	for k := range pub {
+		if selected(k) {
+			cells[k] = true
+		}
+	}
+	order := make([]winKey, 0, len(cells))
+	for k := range cells {
+		order = append(order, k)
+	}
+	slices.SortFunc(order, func(a, b winKey) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return cmpInt(a.start, b.start)
+	})
+
+	now := a.now().UTC()
+	rep := &res.Report
+	var corrections []candidate
+	var truthRows []event.Pane
+	for _, k := range order {
+		t := truth[k]
+		pb := pub[k]
+		if t.Count == 0 && pb == nil {
+			continue
+		}
+		start := time.Unix(0, k.start).UTC()
+		tp := event.Pane{
+			Stream: st.Name, Key: k.key, WindowStart: start, WindowEnd: start.Add(st.Window),
+			Count: t.Count, Sum: t.Sum, Min: t.Min, Max: t.Max,
+			Timing: "truth", ComputedBy: event.ComputedByBatch, EmittedAt: now,
+		}
+		rep.Windows++
+		rep.Events += t.Count
+		rep.EventsBeyondLateness += beyond[k]
+		var sc int64
+		var ss float64
+		if pb != nil && pb.stream != nil {
+			sc, ss = pb.stream.Count, pb.stream.Sum
+			if sameAgg(*pb.stream, t) {
+				rep.StreamExact++
+			}
+		} else if t.Count > 0 {
+			rep.Missing++
+		}
+		ce, se := math.Abs(float64(sc-t.Count)), math.Abs(ss-t.Sum)
+		rep.CountErrMax, rep.SumErrMax = math.Max(rep.CountErrMax, ce), math.Max(rep.SumErrMax, se)
+		rep.CountErrTotal += ce
+		rep.SumErrTotal += se
+
+		if pb != nil && sameAgg(pb.latest, t) {
+			rep.Matched++
+			tp.Version, tp.Reason = pb.latest.Version, "matched"
+			if pb.latest.ComputedBy == event.ComputedByBatch {
+				rep.AlreadyCorrected++
+				tp.Reason = "matched (earlier correction)"
+			}
+			truthRows = append(truthRows, tp)
+			continue
+		}
+		var latest event.Pane
+		if pb != nil {
+			latest = pb.latest
+		}
+		reason := a.reason(rep, pb, t, beyond[k])
+		c := tp
+		c.Version, c.Timing, c.Reason = latest.Version+1, event.TimingCorrection, reason
+		tp.Version, tp.Reason = c.Version, "corrected: "+reason
+		corrections = append(corrections, candidate{k: k, pane: c, truthRow: len(truthRows), was: latest})
+		truthRows = append(truthRows, tp)
+	}
+	rep.means()
+	rep.Corrected = int64(len(corrections))
+	if in.DryRun {
+		res.Changes = changes(corrections)
+		return res, nil
+	}
+	if len(corrections) == 0 {
+		if err := a.writeTruth(&res, in, truthRows); err != nil {
+			return res, err
+		}
+		return res, nil
+	}
+	res.TransactionalID = TransactionalID(a.Cfg.Kafka.ClientID, st.Name, from)
+	var err2 error
+	for attempt := 0; attempt < 5; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
+			}
+		}
+		var published []candidate
+		published, err2 = a.publishFenced(ctx, &res, in, corrections, truthRows)
+		if err2 == nil {
+			rep.Superseded = int64(len(corrections) - len(published))
+			rep.Corrected = int64(len(published))
+			res.Changes = changes(published)
+			return res, nil
+		}
+		activity.RecordHeartbeat(ctx, fmt.Sprintf("publish attempt %d: %v", attempt+1, err2))
+	}
+	return res, err2
+}
+
+// candidate is a correction found by a recompute, before publishing.
+type candidate struct {
+	k        winKey
+	pane     event.Pane
+	truthRow int        // index of its truth row
+	was      event.Pane // the latest published pane it corrects (version 0: none)
+}
+
+func changes(cs []candidate) []WindowChange {
+	var out []WindowChange
+	for _, c := range cs[:min(len(cs), MaxChanges)] {
+		out = append(out, WindowChange{
+			Key: c.pane.Key, WindowStart: c.pane.WindowStart,
+			PublishedVersion: c.was.Version, PublishedCount: c.was.Count, PublishedSum: c.was.Sum,
+			TruthCount: c.pane.Count, TruthSum: c.pane.Sum, Version: c.pane.Version, Reason: c.pane.Reason,
+		})
+	}
+	return out
+}
+
+// publishFenced is the critical section, kept short: initialize the
+// stream/date's transactional producer (fencing every other publisher of
+// that stream and date), read the latest versions again, drop corrections
+// of windows someone else published to since this recompute read them (its
+// truth may be older than theirs: never publish over a fresher one), write
+// the truth rows, and publish the rest in one transaction. A fenced commit
+// fails; the caller retries the critical section.
+func (a *Truth) publishFenced(ctx context.Context, res *RecomputeResult, in RecomputeInput, cands []candidate, truthRows []event.Pane) ([]candidate, error) {
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(a.Cfg.Kafka, "truth"),
+		kgo.TransactionalID(res.TransactionalID),
+		kgo.TransactionTimeout(time.Minute),
+		kgo.ProducerLinger(0),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("truth: kafka: %w", err)
+	}
+	defer cl.Close()
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		return nil, fmt.Errorf("truth: init producer %s: %w", res.TransactionalID, err)
+	}
+	now, err := a.latestPanes(ctx, in.Stream, in.From.UTC(), in.To.UTC())
+	if err != nil {
+		return nil, err
+	}
+	rows := slices.Clone(truthRows)
+	var keep []candidate
+	var panes []event.Pane
+	for _, c := range cands {
+		var v int64
+		if pb := now[c.k]; pb != nil {
+			v = pb.latest.Version
+		}
+		if v != c.was.Version {
+			rows[c.truthRow].Version, rows[c.truthRow].Reason = v, fmt.Sprintf("superseded: v%d was published concurrently", v)
+			continue
+		}
+		keep = append(keep, c)
+		panes = append(panes, c.pane)
+	}
+	// The lake first: a correction on the topic always has its truth row.
+	if err := a.writeTruth(res, in, rows); err != nil {
+		return nil, err
+	}
+	if len(panes) == 0 {
+		return nil, nil
+	}
+	return keep, a.publish(ctx, cl, panes, in.Trigger)
+}
+
+func (a *Truth) writeTruth(res *RecomputeResult, in RecomputeInput, rows []event.Pane) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	files, err := a.Lake.WriteTruth(in.Stream, TruthFileName(in), rows)
+	if err != nil {
+		return err
+	}
+	res.Files = res.Files[:0]
+	for _, f := range files {
+		res.Files = append(res.Files, f.Path)
+	}
+	return nil
+}
+
+// truth scans [from, to) of st's topic chunk by chunk (bounded memory: the
+// operator's dedup set holds one chunk's ids) and folds the selected rows
+// through operator.Truth. beyond counts, per window, events that arrived
+// after the stream's latest pane of it was emitted.
+func (a *Truth) truth(ctx context.Context, st config.Stream, from, to time.Time, keys []string, selected func(winKey) bool, pub map[winKey]*published) (map[winKey]event.Agg, map[winKey]int64, error) {
+	step := st.Window * time.Duration(max(1, int64((time.Hour+st.Window-1)/st.Window)))
+	truth := map[winKey]event.Agg{}
+	beyond := map[winKey]int64{}
+	win := int64(st.Window)
+	for cf := from; cf.Before(to); cf = cf.Add(step) {
+		ct := cf.Add(step)
+		if ct.After(to) {
+			ct = to
+		}
+		var scanErr error
+		var stats lake.ScanStats
+		seq := iter.Seq[operator.Record](func(yield func(operator.Record) bool) {
+			stop := errors.New("stop")
+			stats, scanErr = a.Lake.Scan(ctx, lake.Query{Topic: st.Topic, From: cf, To: ct, Keys: keys, EventTypes: st.EventTypes},
+				lake.ColEventID|lake.ColKey|lake.ColValue|lake.ColOccurredAt|lake.ColIngestedAt,
+				func(r *lake.RawRow) error {
+					occ := r.OccurredTime()
+					k := winKey{r.Key, floorNanos(occ.UnixNano(), win)}
+					if !selected(k) {
+						return nil
+					}
+					id, ok := operator.ParseEventID(r.EventID)
+					if !ok {
+						return nil // the gate lets only canonical UUIDs into the lake
+					}
+					ing := r.IngestedTime()
+					if pb := pub[k]; pb == nil || pb.stream == nil || ing.After(pb.stream.EmittedAt) {
+						beyond[k]++
+					}
+					v := r.Value
+					if st.ValueField == "" {
+						v = 0
+					}
+					if !yield(operator.Record{ID: id, Key: r.Key, Value: v, EventTime: occ, Arrival: ing}) {
+						return stop
+					}
+					return nil
+				})
+			if errors.Is(scanErr, stop) {
+				scanErr = nil
+			}
+		})
+		ws, err := operator.Truth(st.Window, seq)
+		if scanErr != nil {
+			return nil, nil, scanErr
+		}
+		if err != nil && !errors.Is(err, operator.ErrRecord) {
+			return nil, nil, err
+		}
+		for _, w := range ws {
+			truth[winKey{w.Key, w.Start.UnixNano()}] = w.Agg
+		}
+		activity.RecordHeartbeat(ctx, fmt.Sprintf("scanned %s: %d rows", ct.Format(time.RFC3339), stats.Rows))
+	}
+	return truth, beyond, nil
+}
+
+// reason says why the published pane differs from the truth and counts it.
+func (a *Truth) reason(rep *TruthReport, pb *published, t event.Agg, beyond int64) string {
+	switch {
+	case pb == nil:
+		rep.Reasons.Missing++
+		return fmt.Sprintf("missing: no pane was published for %d events", t.Count)
+	case t.Count == 0:
+		rep.Reasons.Retracted++
+		return "retracted: no valid event of this window in the lake"
+	}
+	var parts []string
+	if beyond > 0 {
+		rep.Reasons.BeyondLateness++
+		parts = append(parts, fmt.Sprintf("late events beyond lateness: %d", beyond))
+	}
+	if s := pb.latest.Count - t.Count; s > 0 {
+		rep.Reasons.Duplicates++
+		parts = append(parts, fmt.Sprintf("duplicates counted: %d", s))
+	}
+	if len(parts) == 0 {
+		rep.Reasons.Other++
+		return fmt.Sprintf("values differ (count %d→%d, sum %g→%g)", pb.latest.Count, t.Count, pb.latest.Sum, t.Sum)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// publish produces the corrections in one transaction: all or none.
+func (a *Truth) publish(ctx context.Context, cl *kgo.Client, panes []event.Pane, trigger string) error {
+	if err := cl.BeginTransaction(); err != nil {
+		return fmt.Errorf("truth: begin transaction: %w", err)
+	}
+	recs := make([]*kgo.Record, 0, len(panes))
+	for i := range panes {
+		p := &panes[i]
+		recs = append(recs, &kgo.Record{
+			Topic: a.Cfg.Topics.Summaries, Key: []byte(p.RecordKey()), Value: p.AppendJSON(nil),
+			Headers: []kgo.RecordHeader{{Key: HeaderTrigger, Value: []byte(trigger)}},
+		})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		_ = cl.AbortBufferedRecords(ctx)
+		_ = cl.EndTransaction(ctx, kgo.TryAbort)
+		return fmt.Errorf("truth: publish corrections: %w", err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return fmt.Errorf("truth: commit corrections: %w", err)
+	}
+	return nil
+}
+
+func (a *Truth) checkRange(st config.Stream, from, to time.Time) error {
+	switch {
+	case st.Window <= 0:
+		return badInput("stream %s has no window", st.Name)
+	case !from.Before(to):
+		return badInput("range [%s, %s) is empty", fmtTime(from), fmtTime(to))
+	case from.UnixNano()%int64(st.Window) != 0 || to.UnixNano()%int64(st.Window) != 0:
+		return badInput("range [%s, %s) is not aligned to the %v windows of %s", fmtTime(from), fmtTime(to), st.Window, st.Name)
+	case to.After(from.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)):
+		return badInput("range [%s, %s) crosses a UTC midnight: recompute one day at a time", fmtTime(from), fmtTime(to))
+	}
+	return nil
+}
+
+// checkLakeColumns: the lake's key and value columns come from the first
+// stream reading a topic (activities.Archive.table); a stream sharing the
+// topic with other fields cannot be recomputed from them.
+func (a *Truth) checkLakeColumns(st config.Stream) error {
+	for _, s := range a.Cfg.Streams {
+		if s.Topic != st.Topic {
+			continue
+		}
+		if s.KeyField != st.KeyField || (st.ValueField != "" && s.ValueField != st.ValueField) {
+			return badInput("stream %s shares topic %s with stream %s, whose key/value fields the lake's columns hold", st.Name, st.Topic, s.Name)
+		}
+		return nil
+	}
+	return nil
+}
+
+// sameAgg compares a pane with the truth: equal counts, sums equal up to
+// float rounding (addition order differs between stream and batch), and
+// equal min/max when there are events.
+func sameAgg(p event.Pane, t event.Agg) bool {
+	if p.Count != t.Count || !near(p.Sum, t.Sum) {
+		return false
+	}
+	return t.Count == 0 || (near(p.Min, t.Min) && near(p.Max, t.Max))
+}
+
+func near(a, b float64) bool {
+	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
+}
+
+func floorNanos(t, size int64) int64 {
+	m := t % size
+	if m < 0 {
+		m += size
+	}
+	return t - m
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ---- streams, reports, replay status -------------------------------------
+
+// TruthStreams returns the configured stream names, in configuration order.
+func (a *Truth) TruthStreams(ctx context.Context) ([]string, error) {
+	out := make([]string, 0, len(a.Cfg.Streams))
+	for _, s := range a.Cfg.Streams {
+		if s.Window > 0 {
+			out = append(out, s.Name)
+		}
+	}
+	return out, nil
+}
+
+// Report is the price-of-speed report of a reconciliation (one date) or a
+// replay (a date range): per stream and day, and the total.
+type Report struct {
+	// Kind is "reconcile" or "replay".
+	Kind string `json:"kind"`
+	// Name identifies it: the date, or from_to for a replay.
+	Name       string `json:"name"`
+	WorkflowID string `json:"workflow_id"`
+	DryRun     bool   `json:"dry_run,omitempty"`
+	// Parts are the per (stream, day) reports, in order.
+	Parts []TruthReport `json:"parts"`
+	Total TruthReport   `json:"total"`
+	// Failed lists (stream, day) recomputes that failed, with the error.
+	Failed []string `json:"failed,omitempty"`
+	// Skipped lists (stream, day) recomputes not re-run (--reprocess failed).
+	Skipped []string `json:"skipped,omitempty"`
+	// Path of the JSON file in the lake, once written.
+	Path string `json:"path,omitempty"`
+}
+
+// WriteReport writes r as JSON to reports/<kind>/<name>.json in the lake
+// and returns the path. Dry runs write nothing.
+func (a *Truth) WriteReport(ctx context.Context, r Report) (string, error) {
+	if r.DryRun {
+		return "", nil
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", badInput("report: %v", err)
+	}
+	return a.Lake.WriteReport(r.Kind, r.Name, append(b, '\n'))
+}
+
+// WorkflowStatuses returns, for each workflow id, the status of its latest
+// run in lowercase ("completed", "failed", "running", ...), or "" when no
+// run exists. Replay uses it for --reprocess failed.
+func (a *Truth) WorkflowStatuses(ctx context.Context, ids []string) ([]string, error) {
+	c := activity.GetClient(ctx)
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("truth: describe %s: %w", id, err)
+		}
+		s := d.GetWorkflowExecutionInfo().GetStatus().String()
+		out[i] = strings.ToLower(strings.TrimPrefix(s, "WORKFLOW_EXECUTION_STATUS_"))
+	}
+	return out, nil
+}

@@ -1,0 +1,636 @@
+package workers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"reckon/activities"
+	"reckon/internal/config"
+	"reckon/internal/event"
+	"reckon/internal/generate"
+	"reckon/internal/kafkaconn"
+	"reckon/internal/testenv"
+	"reckon/internal/topics"
+	"reckon/lake"
+	"reckon/streaming"
+	"reckon/workflows"
+)
+
+var (
+	e2e         = flag.Bool("e2e", false, "run the batch-truth end-to-end test (make e2e)")
+	recordTruth = flag.Bool("record-truth", false, "with -e2e: record workflow histories into ../workflows/testdata for the replay tests")
+	uiCheck     = flag.String("ui", "", "with -e2e: run the Temporal UI and check it with headless chromium, writing screenshots into this directory")
+)
+
+// TestTruthEndToEnd is issue 5's done-when, on the real Temporal dev server
+// and a kfake broker with the stream worker in process: live generator
+// traffic with events beyond allowed lateness; the stream publishes panes;
+// too-late events trigger targeted corrections (time-to-truth measured);
+// the reconciliation runs; then for every (key, window) the highest-version
+// pane equals the truth from the generator's manifest. A 3-day replay
+// shows progress and publishes nothing new on a second run.
+//
+//	make e2e   (go test ./workers -run TestTruthEndToEnd -v -args -e2e)
+func TestTruthEndToEnd(t *testing.T) {
+	if !*e2e {
+		t.Skip("run with -e2e (make e2e)")
+	}
+	began := time.Now()
+	phase := began
+	lap := func(name string) {
+		t.Logf("phase %-28s %6.1fs", name, time.Since(phase).Seconds())
+		phase = time.Now()
+	}
+	var tc client.Client
+	var hostport, ui string
+	if *uiCheck != "" {
+		tc, hostport, ui = temporalWithUI(t)
+	} else {
+		tc, hostport = testenv.Temporal(t)
+	}
+	_, brokers := testenv.Kafka(t, 1, "")
+	const tq = "truth-e2e"
+	sets := []string{
+		"kafka.brokers=" + brokers[0], "temporal.address=" + hostport, "temporal.task_queue=" + tq,
+		"lake.root=" + t.TempDir(), "metrics.addr=", "stream_worker.instance=e2e", "stream_worker.commit_interval=50ms",
+		"batch.horizon_margin=1s", "batch.horizon_poll=1s", "batch.correct_debounce=1s", "batch.correct_max_delay=3s",
+		"batch.late_wait=1s", "batch.pane_archive_idle=500ms",
+		// A dedup memory shorter than the redelivery delay (2s): the stream
+		// counts some redeliveries twice. Those windows never reach the
+		// late topic; only the reconciliation finds them (duplicates).
+		"stream_worker.dedup_ttl=500ms",
+	}
+	cfg, err := config.Load("", nil, sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Seconds instead of minutes, so windows close while the test runs.
+	for i := range cfg.Streams {
+		s := &cfg.Streams[i]
+		s.Window, s.AllowedLateness, s.OutOfOrderness, s.IdleTimeout, s.EmitInterval, s.Rolling = 5*time.Second, 2*time.Second, time.Second, time.Second, 0, 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	m, err := topics.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAdm()
+	if _, err := topics.Apply(ctx, adm, m); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := lake.Open(lake.Options{Root: cfg.Lake.Root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	// The batch worker (archive + truth) and its long-running workflows.
+	w := worker.New(tc, tq, worker.Options{})
+	registerBatch(w, cfg, lk)
+	registerTruth(w, cfg, lk)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := startArchives(ctx, cfg, tc, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if err := startTruth(ctx, cfg, tc, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if err := startTruth(ctx, cfg, tc, quiet); err != nil { // idempotent
+		t.Fatal(err)
+	}
+
+	// The stream worker, in process.
+	sw, err := streaming.New(cfg, quiet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stopStream := context.WithCancel(ctx)
+	streamDone := make(chan error, 1)
+	go func() { streamDone <- sw.Run(sctx) }()
+	defer func() { stopStream(); <-streamDone }()
+
+	// Every committed pane, with the wall time this observer saw it.
+	obs := newPaneObserver(t, ctx, cfg)
+	lap("setup")
+
+	// Live traffic: payments, paced by the wall clock, with too-late events.
+	o := generate.Defaults(generate.Payments)
+	o.Target, err = generate.TargetFromConfig(cfg, generate.Payments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Seed, o.Count, o.Rate, o.Keys = 5, 1200, 60, 30
+	o.LateFraction, o.BeyondLatenessFraction, o.Delay = 0.08, 0.5, generate.DelayDist{Kind: "uniform", Mean: time.Second}
+	o.DuplicateFraction, o.PoisonFraction, o.SkewFraction, o.RedeliveryDelay = 0.02, 0.01, 0, 2*time.Second
+	o.Start = time.Now().UTC().Truncate(time.Millisecond)
+	g, err := generate.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := generate.NewRecorder(g)
+	prod, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "generate"), generate.ProducerOpts()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	type sent struct {
+		key, win string
+		at       time.Time
+		n        int // valid unique events of its window released so far, itself included
+	}
+	sends := map[string]sent{} // event_id → when the generator released it
+	valid := map[string]int{}
+	var redeliveredMu sync.Mutex
+	redelivered := map[string]bool{} // partition/offset of redeliveries
+	sink := generate.NewKafkaSink(prod, func(r generate.Record, p int32, o int64) {
+		if r.Category == generate.Duplicate {
+			redeliveredMu.Lock()
+			redelivered[fmt.Sprintf("%d/%d", p, o)] = true
+			redeliveredMu.Unlock()
+		}
+	})
+	err = g.Run(ctx, sink, generate.RunOptions{Clock: generate.SystemClock, Epoch: o.Start, OnRecord: func(r generate.Record) {
+		rec.Add(r)
+		if !r.Category.Valid() || r.Stream == "" {
+			return
+		}
+		win := r.EventTime.UTC().Truncate(o.Target.Window).Format(time.RFC3339)
+		valid[r.KeyName+"|"+win]++
+		sends[r.EventID] = sent{r.KeyName, win, time.Now(), valid[r.KeyName+"|"+win]}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	man := rec.Manifest(true, nil)
+	lap("traffic")
+	time.Sleep(2 * time.Second) // the last too-late events reach the late topic
+	t.Logf("generated %d records: %v; %d windows in the truth", man.Counts.Records, man.Counts.ByCategory, len(man.Truth))
+
+	// Targeted corrections: the events the stream sent to the late topic
+	// must each be covered by a batch pane counting it; time-to-truth is
+	// from the generator releasing the event to the observer seeing that
+	// pane committed.
+	var tooLate []sent
+	lates := readLate(t, ctx, cfg)
+	redeliveredMu.Lock()
+	for _, l := range lates {
+		// A redelivery the stream no longer remembered went to the late
+		// topic too; it changes no truth, so it has no time-to-truth.
+		if s, ok := sends[l.eventID]; ok && !redelivered[l.source] {
+			tooLate = append(tooLate, s)
+		}
+	}
+	redeliveredMu.Unlock()
+	t.Logf("the stream sent %d records to %s: %d new events (generator intended %d beyond lateness), the rest redeliveries", len(lates), cfg.Topics.Late, len(tooLate), man.Counts.ByCategory[generate.BeyondLateness])
+	covered := func(s sent) (time.Duration, bool) {
+		for _, p := range obs.snapshot() {
+			if p.pane.ComputedBy == event.ComputedByBatch && p.pane.Key == s.key && p.pane.WindowStart.UTC().Format(time.RFC3339) == s.win &&
+				p.pane.Count >= int64(s.n) && !p.at.Before(s.at) {
+				return p.at.Sub(s.at), true
+			}
+		}
+		return 0, false
+	}
+	var ttt []time.Duration
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ttt = ttt[:0]
+		for _, s := range tooLate {
+			if d, ok := covered(s); ok {
+				ttt = append(ttt, d)
+			}
+		}
+		if len(ttt) == len(tooLate) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	lap("targeted corrections")
+	slices.Sort(ttt)
+	if len(tooLate) == 0 || len(ttt) < len(tooLate) {
+		t.Errorf("targeted corrections covered %d of %d too-late events", len(ttt), len(tooLate))
+	}
+	pct := func(q float64) time.Duration {
+		if len(ttt) == 0 {
+			return 0
+		}
+		return ttt[min(len(ttt)-1, int(q*float64(len(ttt))))]
+	}
+	tttLine := fmt.Sprintf("time-to-truth for too-late events (targeted correction, debounce %v): n=%d p50=%v p99=%v max=%v",
+		cfg.Batch.CorrectDebounce, len(ttt), pct(0.50).Round(10*time.Millisecond), pct(0.99).Round(10*time.Millisecond), pct(1).Round(10*time.Millisecond))
+	t.Log(tttLine)
+
+	// The daily reconciliation, for every date the traffic touched.
+	var dates []string
+	for _, w := range man.Truth {
+		if d := w.WindowStart[:10]; !slices.Contains(dates, d) {
+			dates = append(dates, d)
+		}
+	}
+	reckon := func(args ...string) (string, int) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		for _, s := range sets {
+			args = append(args, "--set", s)
+		}
+		code := Main(ctx, args, nil, &out, &errOut, nil)
+		if code != 0 {
+			t.Errorf("reckon %s: exit %d: %s\n%s", strings.Join(args[:2], " "), code, errOut.String(), out.String())
+		}
+		return out.String(), code
+	}
+	var total activities.TruthReport
+	for _, d := range dates {
+		out, _ := reckon("reconcile", "--date", d, "--wait", "--set", "batch.horizon_wait=3m")
+		t.Logf("reckon reconcile --date %s --wait\n%s", d, out)
+		b, err := lk.ReadReport("reconcile", d)
+		var rep activities.Report
+		if err == nil {
+			err = json.Unmarshal(b, &rep)
+		}
+		if err != nil {
+			t.Fatalf("report of %s not in the lake: %v", d, err)
+		}
+		total.Add(rep.Total)
+	}
+	lap("reconcile")
+	if total.Corrected == 0 || total.Reasons.Duplicates == 0 {
+		t.Errorf("the reconciliation corrected %d windows (%d for duplicates); the stream's short dedup memory should have left some", total.Corrected, total.Reasons.Duplicates)
+	}
+
+	// For every (key, window): the highest version equals the manifest truth.
+	obs.settle(2 * time.Second)
+	highest := map[string]event.Pane{}
+	versions := map[string]map[int64]string{}
+	passed, failed := 0, 0
+	for _, p := range obs.snapshot() {
+		k := p.pane.Key + "|" + p.pane.WindowStart.UTC().Format(time.RFC3339)
+		if p.pane.Stream != "payments" {
+			continue
+		}
+		if versions[k] == nil {
+			versions[k] = map[int64]string{}
+		}
+		// The version rule: stream and batch never publish the same version.
+		if by, dup := versions[k][p.pane.Version]; dup {
+			failed++
+			t.Errorf("%s: version %d published twice (%s, then %s %s)", k, p.pane.Version, by, p.pane.ComputedBy, p.pane.Timing)
+		}
+		versions[k][p.pane.Version] = p.pane.ComputedBy + " " + string(p.pane.Timing)
+		if p.pane.Version > highest[k].Version {
+			highest[k] = p.pane
+		}
+	}
+	truthKeys := map[string]bool{}
+	for _, w := range man.Truth {
+		ws, err := time.Parse(time.RFC3339Nano, w.WindowStart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := w.Key + "|" + ws.UTC().Format(time.RFC3339)
+		truthKeys[k] = true
+		p, ok := highest[k]
+		if ok && p.Count == w.Count && p.Sum == w.Sum && p.Min == w.Min && p.Max == w.Max {
+			passed++
+			continue
+		}
+		failed++
+		if failed <= 10 {
+			t.Errorf("%s: highest pane v%d %d/%g (%s %s), truth %d/%g", k, p.Version, p.Count, p.Sum, p.ComputedBy, p.Timing, w.Count, w.Sum)
+		}
+	}
+	for k, p := range highest {
+		if !truthKeys[k] && p.Count != 0 {
+			failed++
+			t.Errorf("%s: pane v%d counts %d events the truth does not have", k, p.Version, p.Count)
+		}
+	}
+	result := fmt.Sprintf("e2e: %d passed, %d failed", passed, failed)
+	t.Log(result)
+	lap("check")
+
+	// Replay three days twice: progress shown; the second run publishes nothing.
+	day := dates[len(dates)-1]
+	d, _ := time.Parse(time.DateOnly, day)
+	from := d.AddDate(0, 0, -2).Format(time.DateOnly)
+	cli := func() (string, activities.Report, int) {
+		out, code := reckon("replay", "--from", from, "--to", day, "--progress-interval", "100ms", "--json")
+		var rep activities.Report
+		if i := strings.Index(out, "\n{"); i >= 0 {
+			if err := json.Unmarshal([]byte(out[i+1:]), &rep); err != nil {
+				t.Errorf("replay report: %v", err)
+			}
+		}
+		return out, rep, code
+	}
+	before := obs.count()
+	out1, rep1, _ := cli()
+	mid := obs.settle(time.Second)
+	out2, rep2, _ := cli()
+	after := obs.settle(time.Second)
+	lap("replay x2")
+	if !strings.Contains(out1, "(stream, day)s") || len(rep1.Parts) != 6 || len(rep2.Parts) != 6 {
+		t.Errorf("replay: parts %d/%d, output:\n%s", len(rep1.Parts), len(rep2.Parts), out1)
+	}
+	if rep2.Total.Corrected != 0 || after != mid {
+		t.Errorf("second replay corrected %d, published %d records", rep2.Total.Corrected, after-mid)
+	}
+	t.Logf("replay %s..%s: first run corrected %d (published %d records), second corrected %d (published %d)\n%s",
+		from, day, rep1.Total.Corrected, mid-before, rep2.Total.Corrected, after-mid, strings.TrimSpace(out2))
+
+	// The schedule: apply is idempotent (startTruth created it); a trigger
+	// runs the reconciliation of the day before its nominal time.
+	if out, _ := reckon("schedule", "apply"); !strings.Contains(out, "updated") {
+		t.Errorf("schedule apply: %s", out)
+	}
+	if out, _ := reckon("schedule", "describe"); !strings.Contains(out, "next") || !strings.Contains(out, "BufferAll") {
+		t.Errorf("schedule describe: %s", out)
+	}
+	reckon("schedule", "trigger")
+	sched := tc.ScheduleClient().GetHandle(ctx, cfg.Batch.ScheduleID)
+	var scheduled string
+	waitFor(t, ctx, func() (bool, string) {
+		d, err := sched.Describe(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, a := range d.Info.RecentActions {
+			if a.StartWorkflowResult != nil {
+				scheduled = a.StartWorkflowResult.WorkflowID
+				return true, ""
+			}
+		}
+		return false, "no action yet"
+	})
+	var srep activities.Report
+	if err := tc.GetWorkflow(ctx, scheduled, "").Get(ctx, &srep); err != nil {
+		t.Fatalf("scheduled run %s: %v", scheduled, err)
+	}
+	if want := time.Now().UTC().AddDate(0, 0, -1).Format(time.DateOnly); srep.Name != want && srep.Name != time.Now().UTC().AddDate(0, 0, -2).Format(time.DateOnly) {
+		t.Errorf("scheduled run %s reconciled %s, want %s", scheduled, srep.Name, want)
+	}
+	lap("schedule")
+
+	if ui != "" {
+		checkUI(t, ctx, ui, *uiCheck, workflows.ReconcileWorkflowID(dates[0]))
+		lap("ui check")
+	}
+
+	if *recordTruth {
+		dates := dates
+		for file, id := range map[string]string{
+			"reconcile_history.json":                workflows.ReconcileWorkflowID(dates[0]),
+			"recompute_history.json":                workflows.ReconcileWorkflowID(dates[0]) + "/payments",
+			"recompute_targeted_history.json":       workflows.CorrectWorkflowID("payments") + "/1",
+			"recompute_correct_stream_history.json": workflows.CorrectWorkflowID("payments"),
+			"replay_history.json":                   workflows.ReplayWorkflowID(from, day, nil, false),
+		} {
+			recordHistory(t, ctx, tc, id, "../workflows/testdata/"+file)
+		}
+	}
+
+	summary := fmt.Sprintf("%s\n%s\nreconcile: windows %d, stream exact %d, corrected %d (duplicates %d, missing %d, beyond lateness %d), already corrected %d, events beyond lateness %d, count err max %g mean %.4f, sum err max %g mean %.2f\ntotal %.1fs",
+		result, tttLine, total.Windows, total.StreamExact, total.Corrected, total.Reasons.Duplicates, total.Reasons.Missing, total.Reasons.BeyondLateness,
+		total.AlreadyCorrected, total.EventsBeyondLateness, total.CountErrMax, total.CountErrMean, total.SumErrMax, total.SumErrMean, time.Since(began).Seconds())
+	fmt.Fprintln(os.Stdout, summary)
+	if failed > 0 {
+		t.Fail()
+	}
+}
+
+// paneObserver reads every committed pane of the summaries topic and
+// remembers when it saw it.
+type paneObserver struct {
+	mu    sync.Mutex // protects panes
+	panes []seenPane
+}
+
+type seenPane struct {
+	pane event.Pane
+	at   time.Time
+}
+
+func newPaneObserver(t *testing.T, ctx context.Context, cfg *config.Config) *paneObserver {
+	t.Helper()
+	o := &paneObserver{}
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "observer"),
+		kgo.ConsumeTopics(cfg.Topics.Summaries), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for octx.Err() == nil {
+			fs := cl.PollFetches(octx)
+			now := time.Now()
+			fs.EachRecord(func(r *kgo.Record) {
+				var p event.Pane
+				if json.Unmarshal(r.Value, &p) == nil {
+					o.mu.Lock()
+					o.panes = append(o.panes, seenPane{p, now})
+					o.mu.Unlock()
+				}
+			})
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done; cl.Close() })
+	return o
+}
+
+func (o *paneObserver) snapshot() []seenPane {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.panes)
+}
+
+func (o *paneObserver) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.panes)
+}
+
+// settle waits until no pane arrived for quiet and returns the count.
+func (o *paneObserver) settle(quiet time.Duration) int {
+	n := o.count()
+	for {
+		time.Sleep(quiet)
+		m := o.count()
+		if m == n {
+			return m
+		}
+		n = m
+	}
+}
+
+// lateRecord is one record of the late topic: its event and raw source.
+type lateRecord struct {
+	eventID string
+	source  string // partition/offset in the raw topic
+}
+
+// readLate returns every committed record on the late topic.
+func readLate(t *testing.T, ctx context.Context, cfg *config.Config) []lateRecord {
+	t.Helper()
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "late-reader"),
+		kgo.ConsumeTopics(cfg.Topics.Late), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []lateRecord
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			var e struct {
+				EventID string `json:"event_id"`
+			}
+			if json.Unmarshal(r.Value, &e) != nil {
+				return
+			}
+			l := lateRecord{eventID: e.EventID}
+			var p, o string
+			for _, h := range r.Headers {
+				switch h.Key {
+				case event.HeaderSourcePartition:
+					p = string(h.Value)
+				case event.HeaderSourceOffset:
+					o = string(h.Value)
+				}
+			}
+			l.source = p + "/" + o
+			out = append(out, l)
+		})
+		if n == 0 || ctx.Err() != nil {
+			return out
+		}
+	}
+}
+
+// recordHistory writes the history of workflow id's latest run as JSON.
+func recordHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
+	t.Helper()
+	hist := &historypb.History{}
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", id, err)
+		}
+		hist.Events = append(hist.Events, e)
+	}
+	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %d events of %s into %s", len(hist.Events), id, path)
+}
+
+// temporalWithUI is testenv.Temporal with the web UI on a free port.
+func temporalWithUI(t *testing.T) (client.Client, string, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	var extra []string
+	for _, sa := range workflows.SearchAttributes() {
+		extra = append(extra, "--search-attribute", sa)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath: testenv.TemporalBin(t), EnableUI: true, UIPort: port, LogLevel: "error", ExtraArgs: extra,
+		ClientOptions: &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))},
+		Stdout:        io.Discard, Stderr: io.Discard,
+	})
+	if err != nil {
+		t.Fatalf("start temporal dev server: %v", err)
+	}
+	t.Cleanup(func() { srv.Client().Close(); _ = srv.Stop() })
+	return srv.Client(), srv.FrontendHostPort(), "http://127.0.0.1:" + port
+}
+
+// checkUI renders Temporal UI pages in headless chromium (Debian
+// `chromium`) and checks that an operator finds the batch-truth workflows:
+// the list filtered by reckon's search attributes, and a reconciliation
+// with its children named by their static summaries. Screenshots go to dir.
+func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID string) {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("-ui needs chromium on PATH (Debian: apt-get install chromium): %v", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	render := func(name, page string, want ...string) {
+		t.Helper()
+		args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+			"--window-size=1600,1000", "--virtual-time-budget=20000", "--run-all-compositor-stages-before-draw"}
+		shot := filepath.Join(dir, name+".png")
+		if out, err := exec.CommandContext(ctx, bin, append(args, "--screenshot="+shot, page)...).CombinedOutput(); err != nil {
+			t.Errorf("chromium screenshot %s: %v\n%s", page, err, out)
+			return
+		}
+		dom, err := exec.CommandContext(ctx, bin, append(args, "--dump-dom", page)...).Output()
+		if err != nil {
+			t.Errorf("chromium dump-dom %s: %v", page, err)
+			return
+		}
+		for _, w := range want {
+			if !bytes.Contains(dom, []byte(w)) {
+				t.Errorf("UI %s: %q not on the page (screenshot %s)", page, w, shot)
+			}
+		}
+		t.Logf("UI %s: screenshot %s", page, shot)
+	}
+	q := url.QueryEscape(`WorkflowType="Recompute" AND ReckonStream="payments" AND ReckonStatus="corrected"`)
+	render("ui-corrections", ui+"/namespaces/default/workflows?query="+q, "correct/payments/1", "Recompute")
+	render("ui-reconcile", ui+"/namespaces/default/workflows/"+url.PathEscape(reconcileID), "reconcile", "recompute payments for")
+}

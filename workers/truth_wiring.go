@@ -1,0 +1,123 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"reckon/activities"
+	"reckon/internal/config"
+	"reckon/internal/kafkaconn"
+	"reckon/lake"
+	"reckon/workflows"
+)
+
+// registerTruth registers the recompute/reconcile/replay/correct/pane-archive workflows and activities on w.
+func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake) {
+	for _, wf := range []struct {
+		fn   any
+		name string
+	}{
+		{workflows.Recompute, workflows.RecomputeWorkflow},
+		{workflows.Reconcile, workflows.ReconcileWorkflow},
+		{workflows.Replay, workflows.ReplayWorkflow},
+		{workflows.Correct, workflows.CorrectWorkflow},
+		{workflows.LateWatch, workflows.LateWatchWorkflow},
+		{workflows.PaneArchive, workflows.PaneArchiveWorkflow},
+	} {
+		w.RegisterWorkflowWithOptions(wf.fn, workflow.RegisterOptions{Name: wf.name})
+	}
+	w.RegisterActivity(truthActivities(cfg, lk))
+}
+
+func truthActivities(cfg *config.Config, lk *lake.Lake) *activities.Truth {
+	return &activities.Truth{Cfg: cfg, Lake: lk, SignalLate: func(ctx context.Context, stream string, items []activities.LateItem) error {
+		_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, workflows.CorrectWorkflowID(stream), workflows.CorrectSignalLate, items,
+			client.StartWorkflowOptions{
+				TaskQueue:             cfg.Temporal.TaskQueue,
+				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+				StaticSummary:         fmt.Sprintf("targeted corrections of stream %s (too-late events, debounced)", stream),
+			},
+			workflows.CorrectWorkflow, correctParams(cfg, stream))
+		return err
+	}}
+}
+
+// correctParams starts a stream's correction workflow from cfg.
+func correctParams(cfg *config.Config, stream string) workflows.CorrectParams {
+	b := cfg.Batch
+	return workflows.CorrectParams{
+		Stream: stream, Debounce: b.CorrectDebounce, MaxDelay: b.CorrectMaxDelay,
+		HorizonWait: min(b.HorizonWait, 15*time.Minute), HorizonPoll: time.Second,
+	}
+}
+
+// startTruth idempotently starts the long-running parts (pane archive per summaries partition, targeted-correction consumer/workflow) and applies the reconcile schedule.
+func startTruth(ctx context.Context, cfg *config.Config, c client.Client, log *slog.Logger) error {
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := kafkaconn.WaitReady(wctx, cfg.Kafka); err != nil {
+		return err
+	}
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "batch")
+	if err != nil {
+		return err
+	}
+	defer closeAdm()
+	md, err := adm.ListTopics(ctx, cfg.Topics.Summaries, cfg.Topics.Late)
+	if err != nil {
+		return fmt.Errorf("truth: list topics: %w", err)
+	}
+	start := func(id, summary, wf string, arg any) error {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                       id,
+			TaskQueue:                cfg.Temporal.TaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			StaticSummary:            summary,
+		}, wf, arg)
+		if err != nil {
+			return fmt.Errorf("truth: start %s: %w", id, err)
+		}
+		log.Info("workflow running", "id", id, "run", run.GetRunID())
+		return nil
+	}
+	for _, t := range []string{cfg.Topics.Summaries, cfg.Topics.Late} {
+		d, ok := md[t]
+		if !ok || d.Err != nil {
+			log.Warn("topic not found; not watching it (run `reckon topics apply`)", "topic", t)
+			continue
+		}
+		for _, p := range d.Partitions.Numbers() {
+			if t == cfg.Topics.Summaries {
+				err = start(workflows.PaneArchiveWorkflowID(t, p), fmt.Sprintf("archive panes of %s partition %d to the lake", t, p),
+					workflows.PaneArchiveWorkflow, workflows.PaneArchiveState{Topic: t, Partition: p, Cursor: -1, Idle: cfg.Batch.PaneArchiveIdle})
+			} else {
+				err = start(workflows.LateWatchWorkflowID(t, p), fmt.Sprintf("watch %s partition %d for too-late events → targeted corrections", t, p),
+					workflows.LateWatchWorkflow, workflows.LateWatchState{Topic: t, Partition: p, Cursor: -1, Wait: cfg.Batch.LateWait})
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	what, err := applySchedule(ctx, cfg, c)
+	if err != nil {
+		return err
+	}
+	log.Info("reconcile schedule "+what, "id", cfg.Batch.ScheduleID, "at", cfg.Batch.ReconcileAt, "timezone", cfg.Batch.Timezone)
+	return nil
+}
+
+// reconcileParams are the reconciliation settings from cfg.
+func reconcileParams(cfg *config.Config) workflows.ReconcileParams {
+	b := cfg.Batch
+	return workflows.ReconcileParams{Timezone: b.Timezone, DaysBack: b.DaysBack, HorizonWait: b.HorizonWait, HorizonPoll: b.HorizonPoll}
+}

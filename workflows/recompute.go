@@ -1,0 +1,210 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"reckon/activities"
+)
+
+// Batch-truth workflow names (docs/adr/0008-batch-truth.md).
+const (
+	RecomputeWorkflow   = "Recompute"
+	ReconcileWorkflow   = "Reconcile"
+	ReplayWorkflow      = "Replay"
+	CorrectWorkflow     = "Correct"
+	LateWatchWorkflow   = "LateWatch"
+	PaneArchiveWorkflow = "PaneArchive"
+
+	// RecomputeQueryStatus returns a RecomputeStatus.
+	RecomputeQueryStatus = "status"
+)
+
+// Statuses in ReckonStatus of the batch-truth workflows.
+const (
+	StatusWaiting        = "waiting"         // for the horizon
+	StatusRunning        = "running"         // recomputing, or children running
+	StatusMatched        = "matched"         // nothing to correct
+	StatusCorrected      = "corrected"       // corrections published
+	StatusDryRun         = "dry_run"         // computed, nothing published
+	StatusFailed         = "failed"          // a recompute failed (reconcile/replay: at least one)
+	StatusHorizonTimeout = "horizon_timeout" // gave up waiting for the horizon
+)
+
+// ErrTypeHorizon is the failure type of a recompute that gave up waiting.
+const ErrTypeHorizon = "HorizonNotReached"
+
+// Defaults of the horizon wait when a caller leaves them zero.
+const (
+	defaultHorizonWait = 6 * time.Hour
+	defaultHorizonPoll = 30 * time.Second
+)
+
+// RecomputeParams starts a Recompute: windows of Stream starting in [From,
+// To), aligned to the stream's window and within one UTC day.
+type RecomputeParams struct {
+	Stream string    `json:"stream"`
+	From   time.Time `json:"from"`
+	To     time.Time `json:"to"`
+	// Windows, when set, restricts the recompute to these windows
+	// (targeted correction); After then replaces the time horizon.
+	Windows []activities.WindowRef       `json:"windows,omitempty"`
+	After   []activities.PartitionOffset `json:"after,omitempty"`
+	DryRun  bool                         `json:"dry_run,omitempty"`
+	Trigger string                       `json:"trigger"`
+	// HorizonWait bounds the wait for the horizon (default 6h), checked
+	// every HorizonPoll (default 30s).
+	HorizonWait time.Duration `json:"horizon_wait"`
+	HorizonPoll time.Duration `json:"horizon_poll"`
+}
+
+// RecomputeStatus is what the status query returns.
+type RecomputeStatus struct {
+	Status  string                      `json:"status"`
+	Waiting string                      `json:"waiting,omitempty"`
+	Result  *activities.RecomputeResult `json:"result,omitempty"`
+}
+
+// RecomputeWorkflowID is the ID of a stand-alone recompute of a range.
+func RecomputeWorkflowID(stream string, from, to time.Time) string {
+	return fmt.Sprintf("recompute/%s/%s_%s", stream, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+}
+
+// Recompute narrows a full range to the part holding events or panes
+// (RecomputeExtent), waits (bounded, visibly) until that part is final, then
+// recomputes its truth from the lake and publishes corrections
+// (activities.Truth.RecomputeWindows). Its result is small: the price-of-
+// speed report of the range and a sample of the changes.
+func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeResult, error) {
+	if in.HorizonWait <= 0 {
+		in.HorizonWait = defaultHorizonWait
+	}
+	if in.HorizonPoll <= 0 {
+		in.HorizonPoll = defaultHorizonPoll
+	}
+	st := RecomputeStatus{Status: StatusWaiting}
+	if err := workflow.SetQueryHandler(ctx, RecomputeQueryStatus, func() (RecomputeStatus, error) { return st, nil }); err != nil {
+		return activities.RecomputeResult{}, err
+	}
+	upsert(ctx, SAStream.ValueSet(in.Stream), SADate.ValueSet(in.From.UTC().Format(time.DateOnly)),
+		SAWindowStart.ValueSet(in.From.UTC()), SAStatus.ValueSet(StatusWaiting))
+
+	var a *activities.Truth
+	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic},
+		},
+	})
+	if len(in.Windows) == 0 {
+		// Only the part of the range that holds anything needs the horizon.
+		var end time.Time
+		if err := workflow.ExecuteActivity(short, a.RecomputeExtent, activities.ExtentInput{Stream: in.Stream, From: in.From, To: in.To}).Get(ctx, &end); err != nil {
+			upsert(ctx, SAStatus.ValueSet(StatusFailed))
+			return activities.RecomputeResult{}, err
+		}
+		if !end.After(in.From) {
+			st.Status = StatusMatched
+			upsert(ctx, SAStatus.ValueSet(StatusMatched), SACorrected.ValueSet(0), SAChecked.ValueSet(0))
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** nothing to check: no events, no panes", describeRange(in)))
+			return activities.RecomputeResult{Report: activities.TruthReport{Stream: in.Stream, From: in.From, To: in.From, DryRun: in.DryRun}}, nil
+		}
+		in.To = end
+	}
+	what := describeRange(in)
+	started := workflow.Now(ctx)
+	for polls := 0; ; polls++ {
+		var h activities.HorizonResult
+		if err := workflow.ExecuteActivity(short, a.CheckHorizon, activities.HorizonInput{Stream: in.Stream, To: in.To, After: in.After}).Get(ctx, &h); err != nil {
+			upsert(ctx, SAStatus.ValueSet(StatusFailed))
+			return activities.RecomputeResult{}, err
+		}
+		if h.Ready {
+			break
+		}
+		st.Waiting = h.Waiting
+		waited := workflow.Now(ctx).Sub(started)
+		if waited >= in.HorizonWait {
+			st.Status = StatusHorizonTimeout
+			upsert(ctx, SAStatus.ValueSet(StatusHorizonTimeout))
+			return activities.RecomputeResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("recompute %s: horizon not reached after %v: %s", what, waited, h.Waiting), ErrTypeHorizon, nil)
+		}
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s",
+			what, polls+1, waited.Round(time.Second), in.HorizonWait, h.Waiting))
+		if err := workflow.Sleep(ctx, in.HorizonPoll); err != nil {
+			return activities.RecomputeResult{}, err
+		}
+	}
+
+	st.Status, st.Waiting = StatusRunning, ""
+	upsert(ctx, SAStatus.ValueSet(StatusRunning))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** recomputing from the lake", what))
+	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Hour,
+		HeartbeatTimeout:    2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 20,
+			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic},
+		},
+	})
+	var res activities.RecomputeResult
+	err := workflow.ExecuteActivity(long, a.RecomputeWindows, activities.RecomputeInput{
+		Stream: in.Stream, From: in.From, To: in.To, Windows: in.Windows, DryRun: in.DryRun, Trigger: in.Trigger,
+	}).Get(ctx, &res)
+	if err != nil {
+		st.Status = StatusFailed
+		upsert(ctx, SAStatus.ValueSet(StatusFailed))
+		return res, err
+	}
+	st.Status = resultStatus(res.Report)
+	st.Result = &res
+	upsert(ctx, SAStatus.ValueSet(st.Status), SACorrected.ValueSet(res.Report.Corrected), SAChecked.ValueSet(res.Report.Windows))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** %s\n\n%s", what, st.Status, reportMarkdown(res.Report)))
+	return res, nil
+}
+
+func resultStatus(r activities.TruthReport) string {
+	switch {
+	case r.DryRun:
+		return StatusDryRun
+	case r.Corrected > 0:
+		return StatusCorrected
+	}
+	return StatusMatched
+}
+
+func describeRange(in RecomputeParams) string {
+	s := fmt.Sprintf("%s [%s, %s)", in.Stream, in.From.UTC().Format(time.RFC3339), in.To.UTC().Format(time.RFC3339))
+	if len(in.Windows) > 0 {
+		s += fmt.Sprintf(", %d windows", len(in.Windows))
+	}
+	if in.DryRun {
+		s += " (dry run)"
+	}
+	return s
+}
+
+// reportMarkdown renders a report for the Temporal UI.
+func reportMarkdown(r activities.TruthReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| windows | stream exact | matched | corrected | missing | events beyond lateness | count err max/mean | sum err max/mean |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %g / %.3g | %g / %.3g |",
+		r.Windows, r.StreamExact, r.Matched, r.Corrected, r.Missing, r.EventsBeyondLateness,
+		r.CountErrMax, r.CountErrMean, r.SumErrMax, r.SumErrMean)
+	return b.String()
+}
+
+// upsert sets search attributes; a failure to set them (e.g. attributes
+// not registered on the cluster) must not fail the work, so it is logged.
+func upsert(ctx workflow.Context, ups ...temporal.SearchAttributeUpdate) {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, ups...); err != nil {
+		workflow.GetLogger(ctx).Warn("search attributes not set", "error", err)
+	}
+}
