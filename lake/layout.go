@@ -134,7 +134,7 @@ func RejectedDateDir(root, topic string, t time.Time) string {
 // SummariesDateDir is the directory of stream's summaries for the UTC window
 // date holding t.
 func SummariesDateDir(root, stream string, t time.Time) string {
-	return filepath.Join(root, SummariesDir, "stream="+stream, "window_date="+dateString(t))
+	return paneDateDir(root, SummariesDir, stream, t)
 }
 
 // ProgressPath is the progress file of topic/partition.

@@ -29,6 +29,21 @@ var summarySorting = []parquet.SortingColumn{
 // must pass ValidateName; writing the same name again replaces the files,
 // so a retried activity is idempotent. Every pane must belong to stream.
 func (l *Lake) WritePanes(stream, name string, panes []event.Pane) ([]FileInfo, error) {
+	return l.writePaneTable(SummariesDir, stream, name, panes)
+}
+
+// ReadPanes returns every pane of stream in the summaries table whose
+// window_start lies in [from, to), in file order per date. It reads whole
+// files: the table is small (one row per key and window and version).
+func (l *Lake) ReadPanes(stream string, from, to time.Time) ([]event.Pane, error) {
+	return l.readPaneTable(SummariesDir, stream, from, to)
+}
+
+// writePaneTable writes panes of stream into table (summaries/ or truth/)
+// as <table>/stream=<stream>/window_date=YYYY-MM-DD/<name>.parquet, one file
+// per UTC date of window_start, rows sorted by key, window_start, version.
+// Writing the same name again replaces the files.
+func (l *Lake) writePaneTable(table, stream, name string, panes []event.Pane) ([]FileInfo, error) {
 	if err := ValidateName(stream); err != nil {
 		return nil, err
 	}
@@ -38,7 +53,7 @@ func (l *Lake) WritePanes(stream, name string, panes []event.Pane) ([]FileInfo, 
 	rows := make([]SummaryRow, 0, len(panes))
 	for i, p := range panes {
 		if p.Stream != stream {
-			return nil, fmt.Errorf("%w: pane %d is of stream %q, not %q", ErrBadQuery, i, p.Stream, stream)
+			return nil, fmt.Errorf("%w: %s row %d is of stream %q, not %q", ErrBadQuery, table, i, p.Stream, stream)
 		}
 		rows = append(rows, SummaryRowOf(p))
 	}
@@ -62,7 +77,7 @@ func (l *Lake) WritePanes(stream, name string, panes []event.Pane) ([]FileInfo, 
 		for hi < len(rows) && floorDiv(rows[hi].WindowStart, microsPerDay) == day {
 			hi++
 		}
-		dir := SummariesDateDir(l.opts.Root, stream, time.UnixMicro(day*microsPerDay))
+		dir := paneDateDir(l.opts.Root, table, stream, time.UnixMicro(day*microsPerDay))
 		part := rows[lo:hi]
 		size, err := writeAtomic(dir, file, func(out io.Writer) error {
 			w := parquet.NewGenericWriter[SummaryRow](out, l.writerOptions(summarySorting...)...)
@@ -80,20 +95,23 @@ func (l *Lake) WritePanes(stream, name string, panes []event.Pane) ([]FileInfo, 
 	return files, nil
 }
 
-// ReadPanes returns every pane of stream in the summaries table whose
-// window_start lies in [from, to), in file order per date. It reads whole
-// files: the table is small (one row per key and window and version).
-func (l *Lake) ReadPanes(stream string, from, to time.Time) ([]event.Pane, error) {
+func paneDateDir(root, table, stream string, t time.Time) string {
+	return filepath.Join(root, table, "stream="+stream, "window_date="+t.UTC().Format(time.DateOnly))
+}
+
+// readPaneTable returns every row of stream in table whose window_start
+// lies in [from, to), file by file.
+func (l *Lake) readPaneTable(table, stream string, from, to time.Time) ([]event.Pane, error) {
 	if err := ValidateName(stream); err != nil {
 		return nil, err
 	}
-	base := filepath.Join(l.opts.Root, SummariesDir, "stream="+stream)
+	base := filepath.Join(l.opts.Root, table, "stream="+stream)
 	days, err := os.ReadDir(base)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lake: summaries: %w", err)
+		return nil, fmt.Errorf("lake: %s: %w", table, err)
 	}
 	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
 	var out []event.Pane
@@ -105,7 +123,7 @@ func (l *Lake) ReadPanes(stream string, from, to time.Time) ([]event.Pane, error
 		dir := filepath.Join(base, d.Name())
 		files, err := os.ReadDir(dir)
 		if err != nil {
-			return nil, fmt.Errorf("lake: summaries: %w", err)
+			return nil, fmt.Errorf("lake: %s: %w", table, err)
 		}
 		for _, f := range files {
 			if f.IsDir() || hidden(f.Name()) || !strings.HasSuffix(f.Name(), ".parquet") {
