@@ -1,0 +1,164 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.temporal.io/sdk/worker"
+
+	"reckon/internal/config"
+	"reckon/internal/generate"
+	"reckon/internal/kafkaconn"
+	"reckon/internal/testenv"
+	"reckon/internal/zreport"
+)
+
+// zreportShifts enables TestZReportGeneratorShifts (issue 6's 1,000-shift
+// run). Off by default: at the dev server's ~100–200 signals/s it takes
+// ~4 minutes, and it currently FAILS — see the test's doc comment.
+var zreportShifts = flag.Int("zreport-shifts", 0, "business keys in TestZReportGeneratorShifts (0 = skip); e.g. -args -zreport-shifts 1000")
+
+// TestZReportGeneratorShifts runs ~1,000 shifts of generator fiscal traffic
+// (parts in arrival order, redeliveries, corrected resends, mismatches,
+// missing parts, poison) through the bridge and the entity workflows on the
+// real dev server, with the simulated operator answering for missing OFD
+// documents, and checks every key's latest final version against the
+// generator manifest's expected status.
+//
+// Known failure (2026-11-29, 1,000 shifts, ofd_request_after 3s, retention
+// 15s): 10 of 978 keys end "incomplete" (v1) where the manifest expects
+// "matched" after the operator's document. The bridge needed ~30 s to
+// deliver the backlog, so for late-delivered keys both the OFD request and
+// the retention deadline had passed before their first part arrived;
+// suspected: the retention deadline wins without requesting the document.
+func TestZReportGeneratorShifts(t *testing.T) {
+	if testing.Short() || *zreportShifts == 0 {
+		t.Skip("opt-in: go test ./workers -run TestZReportGeneratorShifts -args -zreport-shifts 1000")
+	}
+	tc, hostport := testenv.Temporal(t)
+	_, brokers := testenv.Kafka(t, 3, "", "zreport-parts", "zreport-complete", "zreport-incomplete", "reckon-dlq")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const seed, drives = 11, 20
+	cfg, err := config.Load("", nil, []string{
+		"kafka.brokers=" + brokers[0], "temporal.address=" + hostport, "temporal.task_queue=zreport-gen",
+		"lake.root=" + t.TempDir(),
+		"zreport.ofd_request_after=3s", "zreport.retention=15s", "zreport.ofd_retry=1s", "zreport.linger=1s",
+		"zreport.ofd_backoff=100ms", "zreport.ofd_url=http://" + ln.Addr().String(),
+		"zreport.ofd_sim_generator_seed=" + strconv.Itoa(seed), "zreport.ofd_sim_generator_keys=" + strconv.Itoa(drives),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _, err := newOFDSimulator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	// Generator traffic: about three parts per shift, every record produced
+	// now in arrival order (the parts' own times drive the deadlines).
+	o := generate.Defaults(generate.Fiscal)
+	o.Seed, o.Keys, o.Start = seed, drives, time.Now().UTC()
+	o.Count = int64(*zreportShifts) * 3
+	o.Rate = 200 // shifts close within ~15 s
+	g, err := generate.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := generate.NewRecorder(g)
+	var recs []*kgo.Record
+	for {
+		r, ok := g.Next()
+		if !ok {
+			break
+		}
+		rec.Add(r)
+		recs = append(recs, &kgo.Record{Topic: "zreport-parts", Key: r.Key, Value: r.Value})
+	}
+	m := rec.Manifest(true, nil)
+	want := map[string]string{}
+	for _, z := range m.ZReports {
+		want[z.FiscalDrive+"/"+strconv.Itoa(z.Shift)] = z.StatusWithOperator
+	}
+	t.Logf("%d records, %d business keys, expected %+v", len(recs), len(want), m.ZReportTotals.WithOperator)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "test"),
+		kgo.ConsumeTopics("zreport-complete"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{MaxConcurrentWorkflowTaskPollers: 8})
+	run, closeFn, err := zreportBatch(cfg, tc, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	bctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = run(bctx) }()
+	t.Cleanup(func() { stop(); wg.Wait(); closeFn(); w.Stop() })
+
+	type final struct {
+		version int64
+		status  zreport.Status
+	}
+	got := map[string]final{}
+	settled := func() bool {
+		if len(got) < len(want) {
+			return false
+		}
+		for k, st := range want {
+			if string(got[k].status) != st {
+				return false
+			}
+		}
+		return true
+	}
+	for !settled() {
+		fs := cl.PollRecords(ctx, 10000)
+		if ctx.Err() != nil {
+			break
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			var a zreport.Aggregate
+			if err := json.Unmarshal(r.Value, &a); err != nil {
+				t.Fatal(err)
+			}
+			if k := string(r.Key); a.Version >= got[k].version {
+				got[k] = final{a.Version, a.Status}
+			}
+		})
+	}
+	counts := map[string]int{}
+	bad := 0
+	for k, st := range want {
+		counts[string(got[k].status)]++
+		if string(got[k].status) != st {
+			if bad < 5 {
+				t.Errorf("%s: latest final %q (v%d), manifest expects %q", k, got[k].status, got[k].version, st)
+			}
+			bad++
+		}
+	}
+	t.Logf("finalized %d of %d keys: %v; %d differ from the manifest", len(got), len(want), counts, bad)
+}
