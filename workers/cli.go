@@ -37,6 +37,7 @@ var commands = []command{
 	{"schedule", "apply (create/update), describe or trigger the daily reconciliation schedule on Temporal", runSchedule},
 	{"zreport", "inspect Z-report entity workflows and the simulated OFD operator", runZReport},
 	{"config", "print the effective configuration or the list of overridable keys", runConfig},
+	{"verify", "check conservation and truth of a generator run against the topics and committed stream state", runVerify},
 }
 
 // cmdContext is what a command receives.
@@ -135,14 +136,6 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nEvery command takes --config FILE and --set key=value; `reckon <command> -h` shows its flags.")
-}
-
-// notYet is returned by subcommands whose issue has not landed yet.
-func notYet(cx *cmdContext, issue int) error {
-	if err := cx.parse(); err != nil {
-		return err
-	}
-	return fmt.Errorf("not implemented yet (tracked in issue %d)", issue)
 }
 
 // Run is the process entry point used by workers/reckon.

@@ -1,0 +1,218 @@
+package streaming
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"reckon/internal/config"
+	"reckon/internal/event"
+	"reckon/internal/kafkaconn"
+	"reckon/internal/ledger"
+	"reckon/streaming/operator"
+)
+
+// This file holds read-only inspection helpers for the conservation check
+// (`reckon verify`, issue 8) and tests: they read what the stream committed
+// and published, never write.
+
+// maxStatePartitions bounds the raw partitions whose state is looked up.
+const maxStatePartitions = 256
+
+// CommittedStats sums the committed operator counters of stream s over its
+// raw topic's partitions, read from the state topic (read_committed), and
+// returns the lowest watermark among them (zero when no partition has one).
+func CommittedStats(ctx context.Context, cfg *config.Config, s config.Stream) (accepted, duplicates, late int64, minWatermark time.Time, err error) {
+	want := map[string]bool{}
+	for p := int32(0); p < maxStatePartitions; p++ {
+		want[stateKey(s.Name, s.Topic, p)] = true
+	}
+	snaps, err := loadState(ctx, cfg, want)
+	if err != nil {
+		return 0, 0, 0, time.Time{}, err
+	}
+	for k, snap := range snaps {
+		op, err := operator.New(operatorOptions(s, cfg.Stream))
+		if err != nil {
+			return 0, 0, 0, time.Time{}, err
+		}
+		if err := op.Restore(snap.state); err != nil {
+			return 0, 0, 0, time.Time{}, fmt.Errorf("streaming: state %s: %w", k, err)
+		}
+		if wm, ok := op.Watermark(); ok && (minWatermark.IsZero() || wm.Before(minWatermark)) {
+			minWatermark = wm
+		}
+		st := op.Stats()
+		accepted += int64(st.Accepted)
+		duplicates += int64(st.Duplicates)
+		late += int64(st.Late)
+	}
+	return accepted, duplicates, late, minWatermark, nil
+}
+
+// ReadTopic reads every committed record of topic from the start and calls
+// fn for each, returning once a poll brings nothing within idle.
+func ReadTopic(ctx context.Context, cfg *config.Config, topic string, idle time.Duration, fn func(*kgo.Record)) error {
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "verify"),
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, idle)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if err != context.DeadlineExceeded && err != context.Canceled && ferr == nil {
+				ferr = fmt.Errorf("streaming: read %s/%d: %w", t, p, err)
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if fs.NumRecords() == 0 {
+			return nil
+		}
+		fs.EachRecord(fn)
+	}
+}
+
+// sourceOf is the "topic/partition/offset" of the raw record a DLQ or late
+// record came from, from its headers.
+func sourceOf(r *kgo.Record) (topic, src string) {
+	var p, off string
+	for _, h := range r.Headers {
+		switch h.Key {
+		case event.HeaderSourceTopic:
+			topic = string(h.Value)
+		case event.HeaderSourcePartition:
+			p = string(h.Value)
+		case event.HeaderSourceOffset:
+			off = string(h.Value)
+		}
+	}
+	return topic, topic + "/" + p + "/" + off
+}
+
+// LedgerOutputs gathers what stream s published and committed, as the
+// conservation ledger wants it: the highest version per window from the
+// summaries topic (stream and batch corrections alike), the late and DLQ
+// records whose source is s's raw topic, and the operators' committed
+// counters and lowest watermark.
+func LedgerOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (ledger.Outputs, error) {
+	out := ledger.Outputs{Panes: map[string]event.Pane{}, Late: map[string]bool{}, DLQ: map[string]string{}}
+	const idle = 1500 * time.Millisecond
+	var perr error
+	err := ReadTopic(ctx, cfg, cfg.Topics.Summaries, idle, func(r *kgo.Record) {
+		var p event.Pane
+		if err := json.Unmarshal(r.Value, &p); err != nil {
+			if perr == nil {
+				perr = fmt.Errorf("streaming: summaries %d/%d: %w", r.Partition, r.Offset, err)
+			}
+			return
+		}
+		if p.Stream != s.Name {
+			return
+		}
+		k := p.RecordKey()
+		if cur, ok := out.Panes[k]; !ok || p.Version > cur.Version {
+			out.Panes[k] = p
+		}
+	})
+	if err == nil {
+		err = perr
+	}
+	if err != nil {
+		return out, err
+	}
+	if err := ReadTopic(ctx, cfg, cfg.Topics.Late, idle, func(r *kgo.Record) {
+		if t, src := sourceOf(r); t == s.Topic {
+			out.Late[src] = true
+		}
+	}); err != nil {
+		return out, err
+	}
+	if err := ReadTopic(ctx, cfg, cfg.Topics.DLQ, idle, func(r *kgo.Record) {
+		t, src := sourceOf(r)
+		if t != s.Topic {
+			return
+		}
+		reason := ""
+		for _, h := range r.Headers {
+			if h.Key == event.HeaderReason {
+				reason = string(h.Value)
+			}
+		}
+		out.DLQ[src] = reason
+	}); err != nil {
+		return out, err
+	}
+	out.Accepted, out.Duplicates, out.LateCount, out.Watermark, err = CommittedStats(ctx, cfg, s)
+	return out, err
+}
+
+// WaitCaughtUp waits until the stream group has committed every raw offset
+// of every configured stream's topic, or ctx ends.
+func WaitCaughtUp(ctx context.Context, cfg *config.Config) error {
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "verify")
+	if err != nil {
+		return err
+	}
+	defer closeAdm()
+	var raw []string
+	for _, s := range cfg.Streams {
+		raw = append(raw, s.Topic)
+	}
+	last := "nothing read yet"
+	for {
+		ends, err1 := adm.ListEndOffsets(ctx, raw...)
+		committed, err2 := adm.FetchOffsetsForTopics(ctx, cfg.Stream.Group, raw...)
+		if err1 == nil && err2 == nil {
+			done := true
+			ends.Each(func(o kadm.ListedOffset) {
+				c, ok := committed.Lookup(o.Topic, o.Partition)
+				if o.Offset > 0 && (!ok || c.At < o.Offset) {
+					done = false
+					last = fmt.Sprintf("%s/%d committed %d of %d", o.Topic, o.Partition, c.At, o.Offset)
+				}
+			})
+			if done {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("streaming: not caught up: %s: %w", last, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// RunUntilCaughtUp runs a stream worker in process until the stream group
+// has committed every raw offset, then stops it.
+func RunUntilCaughtUp(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	w, err := New(cfg, log, nil)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(rctx) }()
+	werr := WaitCaughtUp(ctx, cfg)
+	cancel()
+	if err := <-done; err != nil && werr == nil {
+		werr = err
+	}
+	return werr
+}

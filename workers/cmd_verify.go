@@ -1,0 +1,90 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"reckon/internal/generate"
+	"reckon/internal/ledger"
+	"reckon/streaming"
+)
+
+// errNotConserved and errNotTruthful make `reckon verify` exit non-zero; the
+// ledger is printed first.
+var (
+	errNotConserved = errors.New("not conserved: produced ≠ accepted + late + dead-lettered + duplicates")
+	errNotTruthful  = errors.New("not truthful: some closed window's final version differs from the truth")
+)
+
+// runVerify is `reckon verify --manifest F [--stream S] [--truth]`: the
+// conservation check of issue 8. It reads the generator's manifest, the
+// summaries, late and DLQ topics (read_committed) and the stream's
+// committed operator state, prints the ledger and fails when a record is
+// lost or counted twice, or, with --truth, when a closed window's highest
+// version (stream pane or batch correction) is not the truth.
+func runVerify(ctx context.Context, cx *cmdContext) error {
+	manifest := cx.fs.String("manifest", "", "the generator's manifest (reckon generate --manifest F) (required)")
+	stream := cx.fs.String("stream", "", "stream to check (default: the manifest's stream, else the stream reading its topic)")
+	truth := cx.fs.Bool("truth", false, "also fail when a closed window's final version differs from the truth (run after reconcile)")
+	timeout := cx.fs.Duration("timeout", 2*time.Minute, "give up reading the topics after this long")
+	if err := cx.parse(); err != nil {
+		return err
+	}
+	if *manifest == "" {
+		return fmt.Errorf("%w: --manifest is required", errUsage)
+	}
+	f, err := os.Open(*manifest)
+	if err != nil {
+		return err
+	}
+	m, err := generate.ReadManifest(f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if !m.Complete {
+		fmt.Fprintf(cx.stdout, "warning: the manifest says the run stopped before --count; only acknowledged records are listed\n")
+	}
+	name := *stream
+	if name == "" {
+		name = m.Options.Stream
+	}
+	if name == "" {
+		for _, s := range cx.cfg.Streams {
+			if s.Topic == m.Topic {
+				name = s.Name
+				break
+			}
+		}
+	}
+	s, ok := cx.cfg.StreamByName(name)
+	if !ok {
+		return fmt.Errorf("%w: no stream %q in the configuration (manifest topic %q)", errUsage, name, m.Topic)
+	}
+	if s.Topic != m.Topic {
+		return fmt.Errorf("%w: stream %s reads %s, the manifest's records went to %s", errUsage, s.Name, s.Topic, m.Topic)
+	}
+	rctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	out, err := streaming.LedgerOutputs(rctx, cx.cfg, s)
+	if err != nil {
+		return err
+	}
+	l := ledger.Compute(m, s.Name, out)
+	l.Print(cx.stdout)
+	if !l.Conserved() {
+		return errNotConserved
+	}
+	if *truth && !l.Truthful() {
+		return errNotTruthful
+	}
+	verdict := "conserved"
+	if *truth {
+		verdict += " and truthful"
+	}
+	fmt.Fprintf(cx.stdout, "verify %s: %s\n", s.Name, verdict)
+	return nil
+}
