@@ -60,6 +60,7 @@ streams:
   - {name: a, topic: t, event_types: [x.y], key_field: k, window: 7m}
   - {name: a, topic: "", event_types: [], key_field: ""}
 stream_worker: {max_attempts: -1}
+gate: {max_future_skew: 10m}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +70,7 @@ stream_worker: {max_attempts: -1}
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{"kafka.brokers[0]", "streams[0].window", "streams[0].event_types: \"x.y\" has no rules", "streams[1].name: \"a\" is used twice", "streams[1].topic", "streams[1].event_types", "streams[1].key_field", "stream_worker.max_attempts"} {
+	for _, want := range []string{"kafka.brokers[0]", "streams[0].window", "streams[0].event_types: \"x.y\" has no rules", "streams[1].name: \"a\" is used twice", "streams[1].topic", "streams[1].event_types", "streams[1].key_field", "stream_worker.max_attempts", "streams[0]: gate.max_future_skew 10m0s exceeds allowed_lateness + out_of_orderness (5s)"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
