@@ -2,17 +2,16 @@ package streaming
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/ledger"
-	"reckon/streaming/operator"
 )
 
 // TestStreamLedger runs generator traffic (late, beyond-lateness,
@@ -65,9 +64,12 @@ func TestStreamLedger(t *testing.T) {
 	runInProcess(t, cfg)
 	out := collect(t, cfg)
 	s, _ := cfg.StreamByName("payments")
-	acc, dup, late, wm := stateCounters(t, cfg, s)
+	acc, dup, late, wm, err := CommittedStats(ctx, cfg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := ledger.Compute(m, "payments", ledger.Outputs{Panes: out.final, Late: out.late, DLQ: out.dlq, Accepted: acc, Duplicates: dup, LateCount: late, Watermark: wm})
-	var report stringsWriter
+	var report strings.Builder
 	l.Print(&report)
 	t.Log("\n" + report.String())
 	if !l.Conserved() {
@@ -98,39 +100,3 @@ func TestStreamLedger(t *testing.T) {
 		}
 	}
 }
-
-// stateCounters sums the committed operator counters of stream s over its
-// topic's partitions, read from the state topic.
-func stateCounters(t *testing.T, cfg *config.Config, s config.Stream) (accepted, duplicates, late int64, minWM time.Time) {
-	t.Helper()
-	want := map[string]bool{}
-	for p := int32(0); p < 16; p++ {
-		want[stateKey(s.Name, s.Topic, p)] = true
-	}
-	snaps, err := loadState(context.Background(), cfg, want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, snap := range snaps {
-		op, err := operator.New(operatorOptions(s, cfg.Stream))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := op.Restore(snap.state); err != nil {
-			t.Fatalf("%s: %v", k, err)
-		}
-		if wm, ok := op.Watermark(); ok && (minWM.IsZero() || wm.Before(minWM)) {
-			minWM = wm
-		}
-		st := op.Stats()
-		accepted += int64(st.Accepted)
-		duplicates += int64(st.Duplicates)
-		late += int64(st.Late)
-	}
-	return
-}
-
-type stringsWriter struct{ b []byte }
-
-func (w *stringsWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
-func (w *stringsWriter) String() string              { return string(w.b) }

@@ -142,35 +142,9 @@ func waitDone(t testing.TB, cfg *config.Config, timeout time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "test")
-	if err != nil {
-		t.Fatal(err)
+	if err := WaitCaughtUp(ctx, cfg); err != nil {
+		t.Fatalf("stream worker did not finish: %v", err)
 	}
-	defer closeAdm()
-	topicsRaw := []string{}
-	for _, s := range cfg.Streams {
-		topicsRaw = append(topicsRaw, s.Topic)
-	}
-	last := ""
-	for ctx.Err() == nil {
-		ends, err1 := adm.ListEndOffsets(ctx, topicsRaw...)
-		committed, err2 := adm.FetchOffsetsForTopics(ctx, cfg.Stream.Group, topicsRaw...)
-		if err1 == nil && err2 == nil {
-			done := true
-			ends.Each(func(o kadm.ListedOffset) {
-				c, ok := committed.Lookup(o.Topic, o.Partition)
-				if o.Offset > 0 && (!ok || c.At < o.Offset) {
-					done = false
-					last = fmt.Sprintf("%s/%d committed %d of %d", o.Topic, o.Partition, c.At, o.Offset)
-				}
-			})
-			if done {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("stream worker did not finish: %s", last)
 }
 
 // collect reads every committed output record.
@@ -201,20 +175,7 @@ func collect(t *testing.T, cfg *config.Config) outputs {
 	})
 	// Sources are topic/partition/offset: the DLQ and the late topic
 	// collect records from every raw topic.
-	src := func(r *kgo.Record) string {
-		var topic, p, off string
-		for _, h := range r.Headers {
-			switch h.Key {
-			case event.HeaderSourceTopic:
-				topic = string(h.Value)
-			case event.HeaderSourcePartition:
-				p = string(h.Value)
-			case event.HeaderSourceOffset:
-				off = string(h.Value)
-			}
-		}
-		return topic + "/" + p + "/" + off
-	}
+	src := func(r *kgo.Record) string { _, s := sourceOf(r); return s }
 	read(t, cfg, cfg.Topics.Late, func(r *kgo.Record) { o.late[src(r)] = true })
 	read(t, cfg, cfg.Topics.DLQ, func(r *kgo.Record) {
 		for _, h := range r.Headers {
@@ -228,21 +189,8 @@ func collect(t *testing.T, cfg *config.Config) outputs {
 
 func read(t *testing.T, cfg *config.Config, topic string, fn func(*kgo.Record)) {
 	t.Helper()
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "test-read"),
-		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
-	if err != nil {
+	if err := ReadTopic(context.Background(), cfg, topic, 1500*time.Millisecond, fn); err != nil {
 		t.Fatal(err)
-	}
-	defer cl.Close()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		if fs.NumRecords() == 0 {
-			return
-		}
-		fs.EachRecord(fn)
 	}
 }
 

@@ -52,10 +52,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 	produce := func(from, to int) {
 		var recs []*kgo.Record
 		for i := from; i < to; i++ {
-			dev := fmt.Sprintf("sensor-%02d", i%20+1)
-			v := fmt.Sprintf(`{"event_id":%q,"event_type":"sensor.suhu.terbaca","occurred_at":%q,"data":{"id_perangkat":%q,"lantai":3,"suhu_c":%d}}`,
-				uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "e%d", i)), base.Add(time.Duration(i)*18*time.Second).Format(time.RFC3339), dev, 20+i%10)
-			recs = append(recs, &kgo.Record{Topic: "m8-suhu-kejadian", Key: []byte(dev), Value: []byte(v), Timestamp: base.Add(time.Duration(i) * 18 * time.Second)})
+			recs = append(recs, sensorReading("m8-suhu-kejadian", fmt.Sprintf("e%d", i), base.Add(time.Duration(i)*18*time.Second), i, 20+i%10))
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -119,18 +116,8 @@ func TestArchiveEndToEnd(t *testing.T) {
 	})
 
 	// Every valid event exactly once in raw/, every poison record in rejected/.
-	n := 0
-	ids := map[string]int{}
-	offsets := map[string]int{}
-	_, err = lk.Scan(ctx, lake.Query{Topic: "m8-suhu-kejadian", From: base.Add(-time.Hour), To: base.Add(10 * time.Hour)}, lake.ColAll, func(r *lake.RawRow) error {
-		n++
-		ids[r.EventID]++
-		offsets[fmt.Sprintf("%d/%d", r.KafkaPartition, r.KafkaOffset)]++
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := takeCensus(t, ctx, lk, "m8-suhu-kejadian", base.Add(-time.Hour), base.Add(10*time.Hour))
+	n, ids, offsets := c.rawRows, c.ids, c.rawOffsets
 	if n != 600 || len(ids) != 600 || len(offsets) != 600 {
 		t.Fatalf("raw rows %d, distinct ids %d, distinct offsets %d; want 600 each", n, len(ids), len(offsets))
 	}
@@ -144,7 +131,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 			t.Errorf("progress %d = %+v, want next %d and a time", p, pr, wantNext[p])
 		}
 	}
-	rej := readRejected(t, cfg.Lake.Root, "m8-suhu-kejadian")
+	rej := c.rejected
 	rejected = int64(len(rej))
 	if rejected != int64(len(poison)) {
 		t.Fatalf("rejected rows = %d, want %d", rejected, len(poison))
@@ -189,6 +176,45 @@ func waitFor(t *testing.T, ctx context.Context, cond func() (bool, string)) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// census is what the lake holds of one raw topic: raw rows (ids and
+// "partition/offset" counted), rejected rows, and every offset of either.
+type census struct {
+	rawRows         int
+	ids, rawOffsets map[string]int
+	rejected        []lake.RejectedRow
+	offsets         map[string]int // raw and rejected together
+}
+
+func takeCensus(t *testing.T, ctx context.Context, lk *lake.Lake, topic string, from, to time.Time) census {
+	t.Helper()
+	c := census{ids: map[string]int{}, rawOffsets: map[string]int{}, offsets: map[string]int{}}
+	_, err := lk.Scan(ctx, lake.Query{Topic: topic, From: from, To: to}, lake.ColAll, func(r *lake.RawRow) error {
+		c.rawRows++
+		c.ids[r.EventID]++
+		o := fmt.Sprintf("%d/%d", r.KafkaPartition, r.KafkaOffset)
+		c.rawOffsets[o]++
+		c.offsets[o]++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.rejected = readRejected(t, lk.Root(), topic)
+	for _, r := range c.rejected {
+		c.offsets[fmt.Sprintf("%d/%d", r.KafkaPartition, r.KafkaOffset)]++
+	}
+	return c
+}
+
+// sensorReading is a valid seed-002 reading of device i%20+1 as a record;
+// the event_id derives from name, so a rerun produces the same ids.
+func sensorReading(topic, name string, at time.Time, i, suhu int) *kgo.Record {
+	dev := fmt.Sprintf("sensor-%02d", i%20+1)
+	v := fmt.Sprintf(`{"event_id":%q,"event_type":"sensor.suhu.terbaca","occurred_at":%q,"data":{"id_perangkat":%q,"lantai":3,"suhu_c":%d}}`,
+		uuid.NewSHA1(uuid.NameSpaceOID, []byte(name)), at.Format(time.RFC3339), dev, suhu)
+	return &kgo.Record{Topic: topic, Key: []byte(dev), Value: []byte(v), Timestamp: at}
 }
 
 func readRejected(t *testing.T, root, topic string) []lake.RejectedRow {

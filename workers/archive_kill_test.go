@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -53,13 +52,11 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 	const n = 4000
 	var recs []*kgo.Record
 	for i := 0; i < n; i++ {
-		dev := fmt.Sprintf("sensor-%02d", i%20+1)
-		v := fmt.Sprintf(`{"event_id":%q,"event_type":"sensor.suhu.terbaca","occurred_at":%q,"data":{"id_perangkat":%q,"lantai":3,"suhu_c":%d}}`,
-			uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "k%d", i)), base.Add(time.Duration(i)*3*time.Second).Format(time.RFC3339), dev, 20+i%10)
+		r := sensorReading("m8-suhu-kejadian", fmt.Sprintf("k%d", i), base.Add(time.Duration(i)*3*time.Second), i, 20+i%10)
 		if i%100 == 7 {
-			v = `{"broken":` // poison: goes to rejected/
+			r.Value = []byte(`{"broken":`) // poison: goes to rejected/
 		}
-		recs = append(recs, &kgo.Record{Topic: "m8-suhu-kejadian", Key: []byte(dev), Value: []byte(v), Timestamp: base.Add(time.Duration(i) * 3 * time.Second)})
+		recs = append(recs, r)
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -129,17 +126,7 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	offsets := map[string]int{}
-	_, err = lk.Scan(ctx, lake.Query{Topic: "m8-suhu-kejadian", From: base.Add(-time.Hour), To: base.Add(24 * time.Hour)}, lake.ColAll, func(r *lake.RawRow) error {
-		offsets[fmt.Sprintf("%d/%d", r.KafkaPartition, r.KafkaOffset)]++
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range readRejected(t, root, "m8-suhu-kejadian") {
-		offsets[fmt.Sprintf("%d/%d", r.KafkaPartition, r.KafkaOffset)]++
-	}
+	offsets := takeCensus(t, ctx, lk, "m8-suhu-kejadian", base.Add(-time.Hour), base.Add(24*time.Hour)).offsets
 	if int64(len(offsets)) != total {
 		t.Fatalf("lake holds %d distinct offsets, topic has %d", len(offsets), total)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -57,11 +56,7 @@ func TestBatchScaleOut(t *testing.T) {
 	produce := func(from, to int) {
 		var recs []*kgo.Record
 		for i := from; i < to; i++ {
-			dev := fmt.Sprintf("sensor-%02d", i%20+1)
-			at := base.Add(time.Duration(i) * 12 * time.Second)
-			v := fmt.Sprintf(`{"event_id":%q,"event_type":"sensor.suhu.terbaca","occurred_at":%q,"data":{"id_perangkat":%q,"lantai":2,"suhu_c":%d}}`,
-				uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "scale%d", i)), at.Format(time.RFC3339), dev, 18+i%12)
-			recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(dev), Value: []byte(v), Timestamp: at})
+			recs = append(recs, sensorReading(topic, fmt.Sprintf("scale%d", i), base.Add(time.Duration(i)*12*time.Second), i, 18+i%12))
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -167,16 +162,8 @@ func TestBatchScaleOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, offsets, n := map[string]int{}, map[string]int{}, 0
-	_, err = lk.Scan(ctx, lake.Query{Topic: topic, From: base.Add(-time.Hour), To: base.Add(24 * time.Hour)}, lake.ColAll, func(r *lake.RawRow) error {
-		n++
-		ids[r.EventID]++
-		offsets[fmt.Sprintf("%d/%d", r.KafkaPartition, r.KafkaOffset)]++
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := takeCensus(t, ctx, lk, topic, base.Add(-time.Hour), base.Add(24*time.Hour))
+	ids, offsets, n := c.ids, c.rawOffsets, c.rawRows
 	if n != 600 || len(ids) != 600 || len(offsets) != 600 {
 		t.Fatalf("raw rows %d, distinct ids %d, distinct offsets %d; want 600 each", n, len(ids), len(offsets))
 	}

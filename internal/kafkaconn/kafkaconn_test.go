@@ -2,17 +2,9 @@ package kafkaconn
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"reckon/internal/config"
+	"reckon/internal/testpki"
 )
 
 const (
@@ -149,12 +142,12 @@ func TestSASLPasswordFile(t *testing.T) {
 // TestSASLOverTLS runs SCRAM-SHA-512 inside TLS with a private CA, then
 // mutual TLS: the broker requires a client certificate signed by the CA.
 func TestSASLOverTLS(t *testing.T) {
-	pki := newPKI(t)
-	server := &tls.Config{Certificates: []tls.Certificate{pki.server}, MinVersion: tls.VersionTLS12}
+	pki := testpki.New(t, "kafka")
+	server := &tls.Config{Certificates: []tls.Certificate{pki.Server}, MinVersion: tls.VersionTLS12}
 	brokers := broker(t, "SCRAM-SHA-512", kfake.TLS(server))
 	cfg := config.Kafka{Brokers: brokers, ClientID: "reckon",
 		SASL: config.KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: user, Password: password},
-		TLS:  config.TLSConfig{Enabled: true, CAFile: pki.caFile}}
+		TLS:  config.TLSConfig{Enabled: true, CAFile: pki.CAFile}}
 	if err := ping(t, cfg); err != nil {
 		t.Fatalf("SASL_SSL: %v", err)
 	}
@@ -183,8 +176,8 @@ func TestSASLOverTLS(t *testing.T) {
 }
 
 func TestMutualTLS(t *testing.T) {
-	pki := newPKI(t)
-	server := &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool,
+	pki := testpki.New(t, "kafka")
+	server := &tls.Config{Certificates: []tls.Certificate{pki.Server}, ClientCAs: pki.Pool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(server), kfake.SeedTopics(1, "t"))
 	if err != nil {
@@ -192,7 +185,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	cfg := config.Kafka{Brokers: c.ListenAddrs(), ClientID: "reckon",
-		TLS: config.TLSConfig{Enabled: true, CAFile: pki.caFile, CertFile: pki.clientCert, KeyFile: pki.clientKey}}
+		TLS: config.TLSConfig{Enabled: true, CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}}
 	if err := ping(t, cfg); err != nil {
 		t.Fatalf("mutual TLS: %v", err)
 	}
@@ -200,56 +193,4 @@ func TestMutualTLS(t *testing.T) {
 	if err := ping(t, cfg); err == nil {
 		t.Fatal("connected without the required client certificate")
 	}
-}
-
-// pki is a throwaway CA with a server certificate for 127.0.0.1 and a
-// client certificate, the CA and client files written to a temp dir.
-type pki struct {
-	pool                          *x509.CertPool
-	server                        tls.Certificate
-	caFile, clientCert, clientKey string
-}
-
-func newPKI(t *testing.T) pki {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "reckon test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage) ([]byte, []byte) {
-		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, _ := x509.MarshalECPrivateKey(k)
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-	}
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	p := pki{pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	p.caFile = write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
-	sc, sk := leaf(2, "kafka", x509.ExtKeyUsageServerAuth)
-	if p.server, err = tls.X509KeyPair(sc, sk); err != nil {
-		t.Fatal(err)
-	}
-	cc, ck := leaf(3, "reckon", x509.ExtKeyUsageClientAuth)
-	p.clientCert, p.clientKey = write("client.pem", cc), write("client-key.pem", ck)
-	return p
 }

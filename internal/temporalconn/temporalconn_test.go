@@ -3,15 +3,8 @@ package temporalconn
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -30,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"reckon/internal/config"
+	"reckon/internal/testpki"
 )
 
 const apiKey = "tmprl-key-do-not-print-9f8e7d"
@@ -111,15 +105,15 @@ func dial(t *testing.T, cfg config.Temporal, log *bytes.Buffer, wait time.Durati
 }
 
 func TestTLSAndAPIKey(t *testing.T) {
-	pki := newPKI(t)
+	pki := testpki.New(t, "temporal")
 	f := &frontend{wantKey: apiKey}
-	addr := serve(t, f, &tls.Config{Certificates: []tls.Certificate{pki.server}, MinVersion: tls.VersionTLS12})
+	addr := serve(t, f, &tls.Config{Certificates: []tls.Certificate{pki.Server}, MinVersion: tls.VersionTLS12})
 	keyFile := filepath.Join(t.TempDir(), "api-key")
 	if err := os.WriteFile(keyFile, []byte(apiKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg := config.Temporal{Address: addr, Namespace: "default",
-		TLS: config.TLSConfig{Enabled: true, CAFile: pki.caFile}, APIKeyFile: keyFile}
+		TLS: config.TLSConfig{Enabled: true, CAFile: pki.CAFile}, APIKeyFile: keyFile}
 	var log bytes.Buffer
 	if err := dial(t, cfg, &log, ok); err != nil {
 		t.Fatalf("TLS + API key from file: %v", err)
@@ -152,12 +146,12 @@ func TestTLSAndAPIKey(t *testing.T) {
 }
 
 func TestMutualTLS(t *testing.T) {
-	pki := newPKI(t)
+	pki := testpki.New(t, "temporal")
 	f := &frontend{}
-	addr := serve(t, f, &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool,
+	addr := serve(t, f, &tls.Config{Certificates: []tls.Certificate{pki.Server}, ClientCAs: pki.Pool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12})
 	cfg := config.Temporal{Address: addr, Namespace: "default",
-		TLS: config.TLSConfig{Enabled: true, CAFile: pki.caFile, CertFile: pki.clientCert, KeyFile: pki.clientKey}}
+		TLS: config.TLSConfig{Enabled: true, CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}}
 	if err := dial(t, cfg, nil, ok); err != nil {
 		t.Fatalf("mutual TLS: %v", err)
 	}
@@ -201,56 +195,4 @@ func TestUnreadableFiles(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "missing-key") {
 		t.Fatalf("Options error does not name the file: %v", err)
 	}
-}
-
-// pki is a throwaway CA with a server certificate for 127.0.0.1 and a
-// client certificate (CN reckon), the CA and client files in a temp dir.
-type pki struct {
-	pool                          *x509.CertPool
-	server                        tls.Certificate
-	caFile, clientCert, clientKey string
-}
-
-func newPKI(t *testing.T) pki {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "reckon test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage) ([]byte, []byte) {
-		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, _ := x509.MarshalECPrivateKey(k)
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-	}
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	p := pki{pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	p.caFile = write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
-	sc, sk := leaf(2, "temporal", x509.ExtKeyUsageServerAuth)
-	if p.server, err = tls.X509KeyPair(sc, sk); err != nil {
-		t.Fatal(err)
-	}
-	cc, ck := leaf(3, "reckon", x509.ExtKeyUsageClientAuth)
-	p.clientCert, p.clientKey = write("client.pem", cc), write("client-key.pem", ck)
-	return p
 }
