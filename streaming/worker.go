@@ -78,6 +78,9 @@ type streamOp struct {
 	cfg config.Stream
 	op  *operator.Operator
 	out operator.Out
+	// keyPath and valuePath are the envelope paths of the key and value
+	// ("data.<field>"), built once rather than per event.
+	keyPath, valuePath string
 }
 
 // New builds a stream worker from cfg.
@@ -336,7 +339,7 @@ func (w *Worker) partitionFor(ctx context.Context, k tp, first int64) (*partitio
 				p.next = max(snap.next, first)
 			}
 		}
-		p.ops = append(p.ops, &streamOp{cfg: s, op: op})
+		p.ops = append(p.ops, &streamOp{cfg: s, op: op, keyPath: "data." + s.KeyField, valuePath: "data." + s.ValueField})
 	}
 	w.parts[k] = p
 	w.log.Info("partition assigned", "topic", k.topic, "partition", k.partition, "resume_offset", p.next, "restored", len(snaps))
@@ -377,16 +380,16 @@ func (w *Worker) processRecord(part *partition, r *kgo.Record) (out []*kgo.Recor
 			continue
 		}
 		matched = true
-		key, okKey := env.String("data." + so.cfg.KeyField)
+		key, okKey := env.String(so.keyPath)
 		var value float64
 		okValue := true
 		if so.cfg.ValueField != "" {
-			value, okValue = env.Number("data." + so.cfg.ValueField)
+			value, okValue = env.Number(so.valuePath)
 		}
 		if !okKey || !okValue || key == "" {
-			field := "data." + so.cfg.KeyField
+			field := so.keyPath
 			if okKey && key != "" {
-				field = "data." + so.cfg.ValueField
+				field = so.valuePath
 			}
 			w.m.dead(part.topic, "gate")
 			reason := field + ": stream " + so.cfg.Name + " needs it (key must be a non-empty string, value a finite number)"
