@@ -9,7 +9,6 @@ import (
 	"iter"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -285,10 +284,12 @@ func (a *Truth) RecomputeExtent(ctx context.Context, in ExtentInput) (time.Time,
 	end := from
 	win := int64(st.Window)
 	// The lake: the last event hour directory holding rows of the range.
-	for h := to.Add(-time.Nanosecond).Truncate(time.Hour); !h.Before(from.Truncate(time.Hour)); h = h.Add(-time.Hour) {
-		if _, err := os.Stat(lake.RawHourDir(a.Lake.Root(), st.Topic, h)); err != nil {
-			continue
-		}
+	hours, err := a.Lake.RawHours(ctx, st.Topic, from, to)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for i := len(hours) - 1; i >= 0; i-- {
+		h := hours[i]
 		qf, qt := maxTime(h, from), minTime(h.Add(time.Hour), to)
 		var last int64
 		found := false

@@ -10,8 +10,9 @@ import (
 	"strings"
 )
 
-// WriteFileAtomic is writeAtomic for other tables kept in the lake (e.g.
-// Z-reports): the same hidden temp name, fsync, rename, directory fsync.
+// WriteFileAtomic is writeAtomic for other tables kept in a lake on a local
+// directory (e.g. Z-reports): the same hidden temp name, fsync, rename,
+// directory fsync. Lake.WriteFile does the same on any storage.
 func WriteFileAtomic(dir, name string, write func(w io.Writer) error) (int64, error) {
 	return writeAtomic(dir, name, write)
 }

@@ -3,11 +3,8 @@ package lake
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -27,7 +24,8 @@ type CompactResult struct {
 	// rows dropped because another input held the same partition offset.
 	Rows             int64 `json:"rows"`
 	DuplicateOffsets int64 `json:"duplicate_offsets"`
-	// TempRemoved lists stale temporary files of crashed writes removed.
+	// TempRemoved lists debris of crashed writes removed: stale temporary
+	// files, on S3 stale multipart uploads.
 	TempRemoved []string `json:"temp_removed,omitempty"`
 }
 
@@ -43,12 +41,13 @@ type CompactResult struct {
 // same file. Partitions with a single file are left alone. Files written
 // into the hour while Compact runs are not touched.
 //
-// Compact takes a lock file in the hour directory, so two compactions of
-// the same hour never interleave; a lock older than Options.TempMaxAge is
-// considered left by a crash and taken over. It is meant for finalized
-// hours (archive progress past the hour plus the allowed lateness), run by
-// the daily reconciliation; on an hour still being archived it is correct
-// but wasted work.
+// Compact takes a lock in the hour directory (a lock file; on S3 an object
+// created with a conditional PUT, docs/adr/0011-lake-object-storage.md), so
+// two compactions of the same hour do not interleave; a lock older than
+// Options.TempMaxAge is considered left by a crash and taken over. It is
+// meant for finalized hours (archive progress past the hour plus the
+// allowed lateness), run by the daily reconciliation; on an hour still
+// being archived it is correct but wasted work.
 func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (CompactResult, error) {
 	res := CompactResult{Hour: hour.UTC()}
 	if err := ValidateTopic(topic); err != nil {
@@ -57,32 +56,32 @@ func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (Compa
 	if hour.UnixMicro()%microsPerHour != 0 {
 		return res, fmt.Errorf("%w: compact hour %s is not the start of an hour", ErrBadQuery, hour.UTC().Format(time.RFC3339Nano))
 	}
-	dir := RawHourDir(l.opts.Root, topic, hour)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return res, nil
+	dir := rawHourKey(topic, hour)
+	if es, err := l.store.list(ctx, dir); err != nil || len(es) == 0 {
+		return res, err // a missing hour has nothing to compact
 	}
-	unlock, err := l.lockDir(dir)
+	unlock, err := l.store.lock(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
 	if err != nil {
 		return res, err
 	}
 	defer unlock()
 
-	tmpGone, err := l.removeStaleTemps(dir)
+	tmpGone, err := l.store.removeStale(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
 	res.TempRemoved = tmpGone
 	if err != nil {
 		return res, err
 	}
-	names, err := lakeFiles(dir)
+	files, err := l.lakeFiles(ctx, dir)
 	if err != nil {
 		return res, err
 	}
-	byPartition := map[int32][]FileRange{}
-	for _, n := range names {
-		r, err := ParseFileName(topic, n)
+	byPartition := map[int32][]compactInput{}
+	for _, f := range files {
+		r, err := ParseFileName(topic, f.name)
 		if err != nil {
 			continue // not ours: leave it
 		}
-		byPartition[r.Partition] = append(byPartition[r.Partition], r)
+		byPartition[r.Partition] = append(byPartition[r.Partition], compactInput{r, f.size})
 	}
 	parts := make([]int32, 0, len(byPartition))
 	for p := range byPartition {
@@ -97,51 +96,61 @@ func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (Compa
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		out := FileRange{Topic: topic, Partition: p, FirstOffset: inputs[0].FirstOffset, LastOffset: inputs[0].LastOffset}
-		for _, r := range inputs[1:] {
-			out.FirstOffset = min(out.FirstOffset, r.FirstOffset)
-			out.LastOffset = max(out.LastOffset, r.LastOffset)
+		out := inputs[0].FileRange
+		for _, in := range inputs[1:] {
+			out.FirstOffset = min(out.FirstOffset, in.FirstOffset)
+			out.LastOffset = max(out.LastOffset, in.LastOffset)
 		}
 		outName := FileName(topic, p, out.FirstOffset, out.LastOffset)
 		var rows, dups int64
-		size, err := writeAtomic(dir, outName, func(w io.Writer) error {
+		size, err := l.store.put(ctx, joinKey(dir, outName), func(w io.Writer) error {
 			var err error
-			rows, dups, err = l.mergeFiles(dir, inputs, w)
+			rows, dups, err = l.mergeFiles(ctx, dir, inputs, w)
 			return err
 		})
 		if err != nil {
 			return res, err
 		}
-		res.Written = append(res.Written, FileInfo{Path: l.rel(filepath.Join(dir, outName)), Rows: rows, Bytes: size})
+		res.Written = append(res.Written, FileInfo{Path: joinKey(dir, outName), Rows: rows, Bytes: size})
 		res.Rows += rows
 		res.DuplicateOffsets += dups
 		var gone []string
-		for _, r := range inputs {
-			if n := FileName(topic, p, r.FirstOffset, r.LastOffset); n != outName {
+		for _, in := range inputs {
+			if n := in.name(); n != outName {
 				gone = append(gone, n)
-				res.Removed = append(res.Removed, l.rel(filepath.Join(dir, n)))
+				res.Removed = append(res.Removed, joinKey(dir, n))
 			}
 		}
-		if err := removeSync(dir, gone); err != nil {
+		if err := l.store.remove(ctx, dir, gone); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
 }
 
+// compactInput is one file of a partition being compacted.
+type compactInput struct {
+	FileRange
+	size int64
+}
+
+func (in compactInput) name() string {
+	return FileName(in.Topic, in.Partition, in.FirstOffset, in.LastOffset)
+}
+
 // mergeFiles streams the rows of inputs (each sorted by compareRaw) in
 // compareRaw order into w, dropping rows whose (partition, offset) repeats.
 // compareRaw ends with partition and offset, and a given offset is always
 // the same record, so repeats are adjacent in the merge.
-func (l *Lake) mergeFiles(dir string, inputs []FileRange, w io.Writer) (rows, dups int64, err error) {
+func (l *Lake) mergeFiles(ctx context.Context, dir string, inputs []compactInput, w io.Writer) (rows, dups int64, err error) {
 	h := &mergeHeap{}
 	defer func() {
 		for _, c := range h.cursors {
 			c.close()
 		}
 	}()
-	for _, r := range inputs {
-		c, err := openCursor(filepath.Join(dir, FileName(r.Topic, r.Partition, r.FirstOffset, r.LastOffset)))
+	for _, in := range inputs {
+		c, err := l.openCursor(ctx, joinKey(dir, in.name()), in.size)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -195,18 +204,19 @@ func (l *Lake) mergeFiles(dir string, inputs []FileRange, w io.Writer) (rows, du
 
 // cursor reads one sorted raw file in chunks.
 type cursor struct {
-	f   *os.File
+	key string
+	f   objectReader
 	r   *parquet.GenericReader[RawRow]
 	buf []RawRow
 	i   int
 }
 
-func openCursor(path string) (*cursor, error) {
-	f, err := os.Open(path)
+func (l *Lake) openCursor(ctx context.Context, key string, size int64) (*cursor, error) {
+	f, pf, err := l.openParquet(ctx, key, size)
 	if err != nil {
 		return nil, fmt.Errorf("lake: compact: %w", err)
 	}
-	return &cursor{f: f, r: parquet.NewGenericReader[RawRow](f), buf: make([]RawRow, 0, 1024)}, nil
+	return &cursor{key: key, f: f, r: parquet.NewGenericReader[RawRow](pf), buf: make([]RawRow, 0, 1024)}, nil
 }
 
 func (c *cursor) row() *RawRow { return &c.buf[c.i] }
@@ -226,7 +236,7 @@ func (c *cursor) next() (bool, error) {
 	if err == nil || err == io.EOF {
 		return false, nil
 	}
-	return false, fmt.Errorf("%w: %s: %v", ErrBadFile, c.f.Name(), err)
+	return false, fmt.Errorf("%w: %s: %v", ErrBadFile, c.key, err)
 }
 
 func (c *cursor) close() {
@@ -249,50 +259,4 @@ func (h *mergeHeap) Pop() any {
 	c := h.cursors[len(h.cursors)-1]
 	h.cursors = h.cursors[:len(h.cursors)-1]
 	return c
-}
-
-// lockName is the hidden lock file of a compaction.
-const lockName = ".compact.lock"
-
-// lockDir takes the compaction lock of dir, or fails if another compaction
-// holds it. A lock older than TempMaxAge is stale and taken over.
-func (l *Lake) lockDir(dir string) (func(), error) {
-	path := filepath.Join(dir, lockName)
-	for attempt := 0; ; attempt++ {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		if err == nil {
-			f.Close()
-			return func() { os.Remove(path) }, nil
-		}
-		if !errors.Is(err, os.ErrExist) || attempt > 0 {
-			return nil, fmt.Errorf("lake: compact %s: lock: %w", dir, err)
-		}
-		st, serr := os.Stat(path)
-		if serr != nil || l.opts.Now().Sub(st.ModTime()) < l.opts.TempMaxAge {
-			return nil, fmt.Errorf("lake: compact %s: another compaction holds %s", dir, lockName)
-		}
-		os.Remove(path)
-	}
-}
-
-// removeStaleTemps removes temporary files of crashed writes in dir that
-// are older than TempMaxAge.
-func (l *Lake) removeStaleTemps(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("lake: compact: %w", err)
-	}
-	var names, gone []string
-	for _, e := range entries {
-		if !isTemp(e.Name()) {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil || l.opts.Now().Sub(info.ModTime()) < l.opts.TempMaxAge {
-			continue
-		}
-		names = append(names, e.Name())
-		gone = append(gone, l.rel(filepath.Join(dir, e.Name())))
-	}
-	return gone, removeSync(dir, names)
 }

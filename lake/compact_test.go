@@ -2,17 +2,18 @@ package lake
 
 import (
 	"context"
-	"os"
-	"path/filepath"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestCompact(t *testing.T) {
+func TestCompact(t *testing.T) { forEachStore(t, testCompact) }
+
+func testCompact(t *testing.T, opts Options) {
 	ctx := context.Background()
-	l := newTestLake(t)
+	l := mustOpen(t, opts)
 	p0 := genRows(1000, 1, 6, 0, 0, 10)
 	p1 := genRows(400, 1, 6, 1, 0, 11)
 	for _, b := range [][2]int{{0, 299}, {300, 599}, {500, 799}, {800, 999}} { // 500..599 twice
@@ -36,11 +37,13 @@ func TestCompact(t *testing.T) {
 	}
 	checkAggs(t, before, all, 10*time.Minute)
 
-	dir := RawHourDir(l.Root(), topic, testStart)
-	inputs, _ := lakeFiles(dir)
+	dir := rawHourKey(topic, testStart)
+	inputs := dirNames(t, l, dir)
 	saved := map[string][]byte{}
 	for _, n := range inputs {
-		saved[n], _ = os.ReadFile(filepath.Join(dir, n))
+		if saved[n], err = l.store.readFile(ctx, joinKey(dir, n)); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	res, err := l.Compact(ctx, topic, testStart)
@@ -50,9 +53,8 @@ func TestCompact(t *testing.T) {
 	if res.Rows != 1400 || res.DuplicateOffsets != 100 || len(res.Written) != 2 || len(res.Removed) != 6 {
 		t.Fatalf("result = %+v", res)
 	}
-	got, _ := lakeFiles(dir)
 	want := []string{"m8-suhu-kejadian-0-0-999.parquet", "m8-suhu-kejadian-1-0-399.parquet"}
-	if !slices.Equal(got, want) {
+	if got := dirNames(t, l, dir); !slices.Equal(got, want) {
 		t.Fatalf("after compaction: %v, want %v", got, want)
 	}
 	after, st, err := l.Aggregate(ctx, q, 10*time.Minute)
@@ -61,37 +63,46 @@ func TestCompact(t *testing.T) {
 	}
 	checkAggs(t, after, all, 10*time.Minute)
 
-	// A crash between rename and delete leaves the inputs beside the output:
-	// the reader still counts each event once, and compacting again
-	// finishes the job with the same output.
+	// A crash between writing the output and deleting the inputs leaves the
+	// inputs beside the output: the reader still counts each event once,
+	// and compacting again finishes the job with the same output. Debris
+	// of a crashed write (a temporary file, on S3 an unfinished multipart
+	// upload) older than TempMaxAge goes too.
 	for n, b := range saved {
-		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		putFile(t, l, joinKey(dir, n), b)
 	}
-	os.WriteFile(filepath.Join(dir, ".m8-suhu-kejadian-0-0-999.parquet.123.tmp"), []byte("debris"), 0o644)
-	old := time.Now().Add(-2 * time.Hour)
-	os.Chtimes(filepath.Join(dir, ".m8-suhu-kejadian-0-0-999.parquet.123.tmp"), old, old)
+	addDebris(t, l, dir, "m8-suhu-kejadian-0-0-999.parquet")
 	mid, st, err := l.Aggregate(ctx, q, 10*time.Minute)
 	if err != nil || st.Rows != 1400 {
 		t.Fatalf("crash state: %+v, %v", st, err)
 	}
 	checkAggs(t, mid, all, 10*time.Minute)
 	res, err = l.Compact(ctx, topic, testStart)
+	if err != nil || len(res.TempRemoved) != 0 || res.Rows != 1400 || len(res.Removed) != 6 {
+		t.Fatalf("rerun with young debris: %+v, %v", res, err)
+	}
+	addDebris(t, l, dir, "m8-suhu-kejadian-1-0-399.parquet")
+	l.opts.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	res, err = l.Compact(ctx, topic, testStart)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.TempRemoved) != 1 || res.Rows != 1400 {
+	if len(res.TempRemoved) != 2 || res.Rows != 0 {
 		t.Errorf("second run: %+v", res)
 	}
-	entries, _ := os.ReadDir(dir)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
+	if got := dirNames(t, l, dir); !slices.Equal(got, want) {
+		t.Errorf("after second run: %v, want %v", got, want)
 	}
-	if !slices.Equal(names, want) {
-		t.Errorf("after second run: %v, want %v", names, want)
+	if _, ok := l.store.(*s3Store); ok {
+		if u := uploads(t, l); len(u) != 0 {
+			t.Errorf("uploads left: %v", u)
+		}
 	}
+	after, _, err = l.Aggregate(ctx, q, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAggs(t, after, all, 10*time.Minute)
 
 	// Nothing left to merge: a no-op.
 	res, err = l.Compact(ctx, topic, testStart)
@@ -107,25 +118,61 @@ func TestCompact(t *testing.T) {
 	}
 }
 
-func TestCompactLock(t *testing.T) {
-	l := newTestLake(t)
+func TestCompactLock(t *testing.T) { forEachStore(t, testCompactLock) }
+
+func testCompactLock(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
 	rows := genRows(20, 1, 2, 0, 0, 12)
 	l.WriteRaw(topic, 0, 0, 9, rows[:10])
 	l.WriteRaw(topic, 0, 10, 19, rows[10:])
-	dir := RawHourDir(l.Root(), topic, testStart)
-	if err := os.WriteFile(filepath.Join(dir, lockName), nil, 0o644); err != nil {
-		t.Fatal(err)
+	dir := rawHourKey(topic, testStart)
+	putFile(t, l, joinKey(dir, lockName), nil)
+	if _, err := l.Compact(context.Background(), topic, testStart); err == nil || !strings.Contains(err.Error(), "another compaction") {
+		t.Fatalf("compaction ran while another held the lock: %v", err)
 	}
-	if _, err := l.Compact(context.Background(), topic, testStart); err == nil {
-		t.Fatal("compaction ran while another held the lock")
+	if got := dirNames(t, l, dir); len(got) != 3 {
+		t.Fatalf("a refused compaction changed the hour: %v", got)
 	}
-	old := time.Now().Add(-2 * time.Hour)
-	os.Chtimes(filepath.Join(dir, lockName), old, old)
+	l.opts.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
 	res, err := l.Compact(context.Background(), topic, testStart)
 	if err != nil || len(res.Written) != 1 {
 		t.Fatalf("stale lock not taken over: %+v, %v", res, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, lockName)); !os.IsNotExist(err) {
-		t.Error("lock left behind")
+	if got := dirNames(t, l, dir); !slices.Equal(got, []string{"m8-suhu-kejadian-0-0-19.parquet"}) {
+		t.Errorf("lock left behind: %v", got)
+	}
+	// While one compaction holds the lock, another is refused.
+	unlock, err := l.store.lock(context.Background(), dir, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.store.lock(context.Background(), dir, time.Now(), time.Hour); err == nil {
+		t.Error("a second lock was granted")
+	}
+	unlock()
+	if got := dirNames(t, l, dir); slices.Contains(got, lockName) {
+		t.Errorf("unlock left %v", got)
+	}
+}
+
+// TestCompactBadInput: a compaction that fails while merging (an input is
+// not parquet) writes no output and removes nothing.
+func TestCompactBadInput(t *testing.T) { forEachStore(t, testCompactBadInput) }
+
+func testCompactBadInput(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
+	rows := genRows(20, 1, 2, 0, 0, 13)
+	if _, err := l.WriteRaw(topic, 0, 0, 9, rows[:10]); err != nil {
+		t.Fatal(err)
+	}
+	dir := rawHourKey(topic, testStart)
+	putFile(t, l, joinKey(dir, FileName(topic, 0, 10, 19)), []byte("PAR1 not really parquet PAR1"))
+	before := listFiles(t, l)
+	_, err := l.Compact(context.Background(), topic, testStart)
+	if !errors.Is(err, ErrBadFile) {
+		t.Fatalf("err = %v, want ErrBadFile", err)
+	}
+	if after := listFiles(t, l); !slices.Equal(before, after) {
+		t.Errorf("failed compaction changed the lake: %v -> %v", before, after)
 	}
 }

@@ -17,10 +17,15 @@
 // raw/**/*.parquet never see them.
 //
 // Files are written with zstd, data page v1, bounded row groups and
-// TIMESTAMP(MICROS, isAdjustedToUTC=true) timestamps, to a hidden temporary
-// name that is fsynced, renamed into place and made durable by fsyncing the
-// directory. Writing the same offset range again yields the same file names,
-// so a retried archive activity replaces files instead of duplicating them.
+// TIMESTAMP(MICROS, isAdjustedToUTC=true) timestamps, and become visible
+// only complete. The lake lives in a local directory or under an
+// s3://bucket/prefix on S3-compatible object storage
+// (docs/adr/0011-lake-object-storage.md), with the same keys on both: on
+// disk a file goes to a hidden temporary name that is fsynced, renamed into
+// place and made durable by fsyncing the directory; on S3 its one PUT (or
+// the completion of its multipart upload) is the commit. Writing the same
+// offset range again yields the same file names, so a retried archive
+// activity replaces files instead of duplicating them.
 //
 // Package lake does not talk to Kafka or Temporal; the archive activities
 // read offset ranges and hand the records to a RawWriter.

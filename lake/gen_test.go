@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"testing"
 	"time"
 )
 
@@ -70,13 +69,4 @@ func uuidString(id [16]byte) string {
 	s[23] = '-'
 	hex.Encode(s[24:], id[10:])
 	return string(s[:])
-}
-
-func newTestLake(t testing.TB) *Lake {
-	t.Helper()
-	l, err := Open(Options{Root: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }

@@ -1,16 +1,12 @@
 package lake
 
 import (
+	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"strings"
 	"time"
-
-	"github.com/parquet-go/parquet-go"
 )
 
 // TableInfo summarizes one table of the lake (one topic of raw or
@@ -44,36 +40,34 @@ var tableTimeColumn = map[string]string{RawDir: "occurred_at", RejectedDir: "ing
 // It reads file footers, not data.
 func (l *Lake) List() (Inventory, error) {
 	var inv Inventory
+	ctx := context.Background()
 	for _, table := range []string{RawDir, RejectedDir, SummariesDir} {
 		prefix := "topic="
 		if table == SummariesDir {
 			prefix = "stream="
 		}
-		entries, err := os.ReadDir(filepath.Join(l.opts.Root, table))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
+		entries, err := l.store.list(ctx, table)
 		if err != nil {
 			return inv, fmt.Errorf("lake: ls: %w", err)
 		}
 		for _, e := range entries {
-			name, ok := strings.CutPrefix(e.Name(), prefix)
-			if !ok || !e.IsDir() {
+			name, ok := strings.CutPrefix(e.name, prefix)
+			if !ok || !e.dir {
 				continue
 			}
-			ti, err := l.tableInfo(table, name, filepath.Join(l.opts.Root, table, e.Name()))
+			ti, err := l.tableInfo(ctx, table, name, joinKey(table, e.name))
 			if err != nil {
 				return inv, err
 			}
 			inv.Tables = append(inv.Tables, ti)
 		}
 	}
-	entries, err := os.ReadDir(filepath.Join(l.opts.Root, ProgressDir))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	entries, err := l.store.list(ctx, ProgressDir)
+	if err != nil {
 		return inv, fmt.Errorf("lake: ls: %w", err)
 	}
 	for _, e := range entries {
-		if t, ok := strings.CutPrefix(e.Name(), "topic="); ok && ValidateTopic(t) == nil {
+		if t, ok := strings.CutPrefix(e.name, "topic="); ok && e.dir && ValidateTopic(t) == nil {
 			ps, err := l.TopicProgress(t)
 			if err != nil {
 				return inv, err
@@ -84,42 +78,30 @@ func (l *Lake) List() (Inventory, error) {
 	return inv, nil
 }
 
-func (l *Lake) tableInfo(table, name, dir string) (TableInfo, error) {
+func (l *Lake) tableInfo(ctx context.Context, table, name, dir string) (TableInfo, error) {
 	ti := TableInfo{Table: table, Name: name}
 	leaves := map[string]bool{}
 	col := tableTimeColumn[table]
 	var lo, hi int64
 	have := false
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != dir && hidden(d.Name()) {
-				return filepath.SkipDir
+	err := l.store.walk(ctx, dir, func(key string, e entry) error {
+		for _, part := range strings.Split(strings.TrimPrefix(key, dir+"/"), "/") {
+			if hidden(part) {
+				return nil // a hidden file, or one under a hidden directory
 			}
+		}
+		if !strings.HasSuffix(e.name, ".parquet") {
 			return nil
 		}
-		if hidden(d.Name()) || !strings.HasSuffix(d.Name(), ".parquet") {
-			return nil
-		}
-		f, err := os.Open(path)
+		f, pf, err := l.openParquet(ctx, key, e.size)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
-		if err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrBadFile, path, err)
-		}
-		leaves[filepath.Dir(path)] = true
+		leaves[path.Dir(key)] = true
 		ti.Files++
 		ti.Rows += pf.NumRows()
-		ti.Bytes += st.Size()
+		ti.Bytes += f.Size()
 		leaf, ok := pf.Schema().Lookup(col)
 		if !ok {
 			return nil

@@ -11,8 +11,13 @@ import (
 
 // Options configures a Lake. The zero value of each field means its default.
 type Options struct {
-	// Root is the lake's root directory. Required.
+	// Root is where the lake lives: a local directory, or
+	// s3://bucket[/prefix] on S3-compatible object storage, reached as S3
+	// says (docs/adr/0011-lake-object-storage.md). Required.
 	Root string
+	// S3 configures the connection when Root is an s3:// URL; ignored
+	// otherwise.
+	S3 S3Options
 	// RowGroupRows bounds the rows per row group of raw files. Default
 	// 131072: a few row groups per busy hour, so key-range statistics can
 	// prune, each small enough to decode in a few MB.
@@ -23,9 +28,10 @@ type Options struct {
 	// bytes/event, level 2 ~0.7M at 39, level 3 ~0.4M at 33; the random
 	// event_id UUIDs are most of the bytes.
 	ZstdLevel int
-	// TempMaxAge is how old a hidden temporary file in an hour being
-	// compacted must be before Compact removes it as debris of a crashed
-	// write. Default 1h.
+	// TempMaxAge is how old a hidden temporary file (on S3: an unfinished
+	// multipart upload) in an hour being compacted must be before Compact
+	// removes it as debris of a crashed write, and how old a compaction
+	// lock must be to be taken over. Default 1h.
 	TempMaxAge time.Duration
 	// Now is the clock used to age temporary files. Default time.Now.
 	Now func() time.Time
@@ -36,6 +42,11 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.Root == "" {
 		errs = append(errs, errors.New("lake: options: Root is required"))
+	} else if IsS3Root(o.Root) {
+		if _, _, err := parseS3Root(o.Root); err != nil {
+			errs = append(errs, err)
+		}
+		errs = append(errs, o.S3.validate()...)
 	}
 	if o.RowGroupRows < 0 {
 		errs = append(errs, fmt.Errorf("lake: options: RowGroupRows %d is negative", o.RowGroupRows))
@@ -64,28 +75,49 @@ func (o *Options) fillDefaults() {
 	}
 }
 
-// Lake is a handle on a lake directory. It holds no open files; every method
-// is safe for concurrent use. Concurrent writers of the same offset range
-// are harmless (same names, same content); compaction of an hour must not
-// run concurrently with itself for the same hour.
+// Lake is a handle on a lake. It holds no open files; every method is safe
+// for concurrent use. Concurrent writers of the same offset range are
+// harmless (same names, same content); Compact locks the hour it compacts.
 type Lake struct {
 	opts  Options
 	codec *zstd.Codec
+	store storage
 }
 
-// Open returns a Lake rooted at opts.Root. The directory is created on the
+// Open returns a Lake at opts.Root. A local directory is created on the
 // first write, not here, so a read-only user of a missing lake gets empty
-// results rather than a new directory.
+// results rather than a new directory. An S3 lake's bucket must exist; Open
+// sends no request.
 func Open(opts Options) (*Lake, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts.fillDefaults()
-	return &Lake{opts: opts, codec: &zstd.Codec{Level: zstd.Level(opts.ZstdLevel)}}, nil
+	l := &Lake{opts: opts, codec: &zstd.Codec{Level: zstd.Level(opts.ZstdLevel)}}
+	if IsS3Root(opts.Root) {
+		s, err := newS3Store(opts.Root, opts.S3)
+		if err != nil {
+			return nil, err
+		}
+		l.store = s
+	} else {
+		l.store = &localStore{root: opts.Root}
+	}
+	return l, nil
 }
 
-// Root returns the lake's root directory.
+// Root returns the lake's location as given: a directory or an s3:// URL.
 func (l *Lake) Root() string { return l.opts.Root }
+
+// LocalDir returns the lake's directory, and false when the lake is not on
+// the local file system.
+func (l *Lake) LocalDir() (string, bool) {
+	s, ok := l.store.(*localStore)
+	if !ok {
+		return "", false
+	}
+	return s.root, true
+}
 
 // writerOptions are the parquet writer settings of every lake file:
 // zstd, data page v1, bounded row groups, declared sort order.

@@ -1,10 +1,10 @@
 package lake
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,54 +19,24 @@ import (
 
 const topic = "m8-suhu-kejadian"
 
-// listFiles returns every visible file under dir relative to it, sorted.
-func listFiles(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			r, _ := filepath.Rel(dir, p)
-			out = append(out, filepath.ToSlash(r))
-		}
-		return nil
-	})
-	slices.Sort(out)
-	return out
-}
-
-func openParquet(t *testing.T, path string) *parquet.File {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	st, _ := f.Stat()
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pf
-}
-
 // TestRawFileFormat checks the written file itself, as another tool sees it:
 // column names and types, TIMESTAMP(MICROS, UTC), zstd, data page v1,
 // bounded row groups, declared sort order, rows sorted.
-func TestRawFileFormat(t *testing.T) {
-	l, err := Open(Options{Root: t.TempDir(), RowGroupRows: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestRawFileFormat(t *testing.T) { forEachStore(t, testRawFileFormat) }
+
+func testRawFileFormat(t *testing.T, opts Options) {
+	opts.RowGroupRows = 1000
+	l := mustOpen(t, opts)
 	rows := genRows(3500, 1, 7, 2, 100, 1)
 	res, err := l.WriteRaw(topic, 2, 100, 3599, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"raw/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=00/m8-suhu-kejadian-2-100-3599.parquet"}
-	if got := listFiles(t, l.Root()); !slices.Equal(got, want) {
+	if got := listFiles(t, l); !slices.Equal(got, want) {
 		t.Fatalf("files = %v, want %v", got, want)
 	}
-	pf := openParquet(t, filepath.Join(l.Root(), want[0]))
+	pf := openParquet(t, l, want[0])
 	md := pf.Metadata()
 
 	wantCols := []struct {
@@ -119,10 +89,7 @@ func TestRawFileFormat(t *testing.T) {
 			t.Errorf("sorting columns = %v, want key, occurred_at, event_id", rg.SortingColumns)
 		}
 	}
-	back, err := parquet.ReadFile[RawRow](filepath.Join(l.Root(), want[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	back := readParquet[RawRow](t, l, want[0])
 	if !slices.IsSortedFunc(back, func(a, b RawRow) int { return compareRaw(&a, &b) }) {
 		t.Error("rows are not sorted by key, occurred_at, event_id")
 	}
@@ -137,18 +104,22 @@ func TestRawFileFormat(t *testing.T) {
 }
 
 func TestWriteSplitsHoursAndIsIdempotent(t *testing.T) {
-	l := newTestLake(t)
+	forEachStore(t, testWriteSplitsHoursAndIsIdempotent)
+}
+
+func testWriteSplitsHoursAndIsIdempotent(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
 	rows := genRows(1000, 3, 5, 0, 0, 2) // spans hours 00, 01, 02
 	res, err := l.WriteRaw(topic, 0, 0, 999, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := listFiles(t, l.Root())
+	first := listFiles(t, l)
 	if len(first) != 3 || len(res.Hours) != 3 {
 		t.Fatalf("files = %v, hours = %v; want one per hour", first, res.Hours)
 	}
 	for _, f := range first {
-		if !declaresRawOrder(openParquet(t, filepath.Join(l.Root(), f))) {
+		if !declaresRawOrder(openParquet(t, l, f)) {
 			t.Errorf("%s does not declare key, occurred_at, event_id order", f)
 		}
 	}
@@ -170,7 +141,7 @@ func TestWriteSplitsHoursAndIsIdempotent(t *testing.T) {
 	if _, err := l.WriteRaw(topic, 0, 0, 999, rows); err != nil {
 		t.Fatal(err)
 	}
-	if again := listFiles(t, l.Root()); !slices.Equal(first, again) {
+	if again := listFiles(t, l); !slices.Equal(first, again) {
 		t.Errorf("rewrite changed files: %v -> %v", first, again)
 	}
 	aggs, st, err := l.Aggregate(context.Background(), Query{Topic: topic, From: testStart, To: testStart.Add(3 * time.Hour)}, time.Hour)
@@ -185,8 +156,10 @@ func TestWriteSplitsHoursAndIsIdempotent(t *testing.T) {
 
 // TestSupersede: a retried batch that read further replaces the shorter
 // attempt's files; an overlapping (not covering) one does not.
-func TestSupersede(t *testing.T) {
-	l := newTestLake(t)
+func TestSupersede(t *testing.T) { forEachStore(t, testSupersede) }
+
+func testSupersede(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
 	rows := genRows(300, 1, 3, 1, 0, 3)
 	if _, err := l.WriteRaw(topic, 1, 0, 99, rows[:100]); err != nil {
 		t.Fatal(err)
@@ -204,7 +177,7 @@ func TestSupersede(t *testing.T) {
 	if _, err := l.WriteRaw(topic, 1, 150, 299, rows[150:]); err != nil {
 		t.Fatal(err)
 	}
-	got := listFiles(t, l.Root())
+	got := listFiles(t, l)
 	want := []string{
 		"raw/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=00/m8-suhu-kejadian-1-0-199.parquet",
 		"raw/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=00/m8-suhu-kejadian-1-150-299.parquet",
@@ -225,8 +198,10 @@ func TestSupersede(t *testing.T) {
 
 // TestDedupWithinFile: redeliveries of an event at later offsets land next
 // to it in the file and are counted once.
-func TestDedupWithinFile(t *testing.T) {
-	l := newTestLake(t)
+func TestDedupWithinFile(t *testing.T) { forEachStore(t, testDedupWithinFile) }
+
+func testDedupWithinFile(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
 	rows := genRows(500, 2, 4, 0, 0, 4)
 	for i := 0; i < 500; i += 7 { // redeliver every 7th event at a new offset
 		d := rows[i]
@@ -302,11 +277,11 @@ func naiveAggs(rows []RawRow, window time.Duration, keep func(*RawRow) bool) []W
 
 // TestPruning: a key filter skips row groups whose key range excludes it,
 // a time range skips hour directories, and results stay exact.
-func TestPruning(t *testing.T) {
-	l, err := Open(Options{Root: t.TempDir(), RowGroupRows: 200})
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestPruning(t *testing.T) { forEachStore(t, testPruning) }
+
+func testPruning(t *testing.T, opts Options) {
+	opts.RowGroupRows = 200
+	l := mustOpen(t, opts)
 	rows := genRows(4000, 4, 10, 0, 0, 5)
 	if _, err := l.WriteRaw(topic, 0, 0, 3999, rows); err != nil {
 		t.Fatal(err)
@@ -353,14 +328,16 @@ func TestPruning(t *testing.T) {
 	}
 }
 
-func TestAlignRangeAndBadQueries(t *testing.T) {
+func TestAlignRangeAndBadQueries(t *testing.T) { forEachStore(t, testAlignRangeAndBadQueries) }
+
+func testAlignRangeAndBadQueries(t *testing.T, opts Options) {
 	from := time.Date(2026, 11, 7, 10, 30, 0, 0, time.UTC)
 	to := time.Date(2026, 11, 7, 12, 0, 0, 1000, time.UTC)
 	f, tt := AlignRange(from, to, time.Hour)
 	if !f.Equal(time.Date(2026, 11, 7, 10, 0, 0, 0, time.UTC)) || !tt.Equal(time.Date(2026, 11, 7, 13, 0, 0, 0, time.UTC)) {
 		t.Errorf("AlignRange = %v, %v", f, tt)
 	}
-	l := newTestLake(t)
+	l := mustOpen(t, opts)
 	ctx := context.Background()
 	for _, w := range []time.Duration{0, 7 * time.Minute, 25 * time.Hour, time.Nanosecond} {
 		if _, _, err := l.Aggregate(ctx, Query{Topic: topic, From: from, To: to}, w); !errors.Is(err, ErrBadQuery) {
@@ -401,8 +378,10 @@ func TestValidateTopic(t *testing.T) {
 	}
 }
 
-func TestWriteRejectsBadRanges(t *testing.T) {
-	l := newTestLake(t)
+func TestWriteRejectsBadRanges(t *testing.T) { forEachStore(t, testWriteRejectsBadRanges) }
+
+func testWriteRejectsBadRanges(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
 	rows := genRows(10, 1, 1, 0, 5, 6)
 	for _, c := range []struct {
 		p           int32
@@ -412,13 +391,15 @@ func TestWriteRejectsBadRanges(t *testing.T) {
 			t.Errorf("%+v: err = %v, want ErrBadRange", c, err)
 		}
 	}
-	if got := listFiles(t, l.Root()); len(got) != 0 {
+	if got := listFiles(t, l); len(got) != 0 {
 		t.Errorf("a refused write left files: %v", got)
 	}
 }
 
-func TestProgress(t *testing.T) {
-	l := newTestLake(t)
+func TestProgress(t *testing.T) { forEachStore(t, testProgress) }
+
+func testProgress(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
 	if _, err := l.ReadProgress(topic, 0); !errors.Is(err, ErrNoProgress) {
 		t.Fatalf("err = %v, want ErrNoProgress", err)
 	}
@@ -445,13 +426,19 @@ func TestProgress(t *testing.T) {
 		t.Errorf("ArchivedThrough(4) = %v, want zero (partition 3 unknown)", through)
 	}
 	// Progress lives outside raw/, hidden from raw/**/*.parquet globs.
-	if !strings.HasPrefix(ProgressPath(l.Root(), topic, 0), filepath.Join(l.Root(), "_progress")) {
-		t.Error("progress path is not under _progress")
+	want := []string{"_progress/topic=m8-suhu-kejadian/partition=0.json", "_progress/topic=m8-suhu-kejadian/partition=1.json", "_progress/topic=m8-suhu-kejadian/partition=2.json"}
+	if got := listFiles(t, l); !slices.Equal(got, want) {
+		t.Errorf("files = %v, want %v", got, want)
+	}
+	if ProgressPath("/lake", topic, 1) != filepath.FromSlash("/lake/"+want[1]) {
+		t.Errorf("ProgressPath = %s", ProgressPath("/lake", topic, 1))
 	}
 }
 
-func TestPanesRoundTrip(t *testing.T) {
-	l := newTestLake(t)
+func TestPanesRoundTrip(t *testing.T) { forEachStore(t, testPanesRoundTrip) }
+
+func testPanesRoundTrip(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
 	w0 := time.Date(2026, 11, 7, 23, 0, 0, 0, time.UTC)
 	panes := []event.Pane{
 		{Stream: "suhu", Key: "sensor-02", WindowStart: w0, WindowEnd: w0.Add(time.Hour), Count: 3, Sum: 70.5, Min: 20, Max: 26, Version: 1, Timing: event.TimingOnTime, ComputedBy: event.ComputedByStream, Watermark: w0.Add(time.Hour + 5*time.Second), EmittedAt: w0.Add(time.Hour + 6*time.Second)},
@@ -464,7 +451,7 @@ func TestPanesRoundTrip(t *testing.T) {
 	if len(files) != 2 || files[0].Path != "summaries/stream=suhu/window_date=2026-11-07/recompute-1.parquet" || files[1].Path != "summaries/stream=suhu/window_date=2026-11-08/recompute-1.parquet" {
 		t.Errorf("files = %+v", files)
 	}
-	pf := openParquet(t, filepath.Join(l.Root(), files[0].Path))
+	pf := openParquet(t, l, files[0].Path)
 	for _, e := range pf.Metadata().Schema[1:] {
 		if _, ts := e.LogicalType.Value.(*format.TimestampType); ts && !isMicrosUTC(e.LogicalType) {
 			t.Errorf("%s is not TIMESTAMP(MICROS, UTC)", e.Name)
@@ -517,18 +504,22 @@ func TestParseUUID(t *testing.T) {
 // TestForeignFileFallsBackToHash: a file that does not declare the raw sort
 // order (dropped in by another tool) still gets exact deduplication, by a
 // hash set for its hour; Scan delivers merged hours in sort order.
-func TestForeignFileFallsBackToHash(t *testing.T) {
-	l := newTestLake(t)
+func TestForeignFileFallsBackToHash(t *testing.T) { forEachStore(t, testForeignFileFallsBackToHash) }
+
+func testForeignFileFallsBackToHash(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
 	rows := genRows(600, 1, 5, 0, 0, 21)
 	if _, err := l.WriteRaw(topic, 0, 0, 399, rows[:400]); err != nil {
 		t.Fatal(err)
 	}
 	foreign := slices.Clone(rows[300:]) // 300..399 repeat the first file
 	slices.Reverse(foreign)
-	path := filepath.Join(RawHourDir(l.Root(), topic, testStart), "other-tool.parquet")
-	if err := parquet.WriteFile(path, foreign); err != nil {
+	key := joinKey(rawHourKey(topic, testStart), "other-tool.parquet")
+	var buf bytes.Buffer
+	if err := parquet.Write(&buf, foreign); err != nil {
 		t.Fatal(err)
 	}
+	putFile(t, l, key, buf.Bytes())
 	aggs, st, err := l.Aggregate(context.Background(), Query{Topic: topic, From: testStart, To: testStart.Add(time.Hour)}, 20*time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -539,7 +530,9 @@ func TestForeignFileFallsBackToHash(t *testing.T) {
 	checkAggs(t, aggs, rows, 20*time.Minute)
 
 	// Sorted files only: Scan merges them in file order.
-	os.Remove(path)
+	if err := l.store.remove(context.Background(), rawHourKey(topic, testStart), []string{"other-tool.parquet"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := l.WriteRaw(topic, 0, 400, 599, rows[400:]); err != nil {
 		t.Fatal(err)
 	}
@@ -554,5 +547,32 @@ func TestForeignFileFallsBackToHash(t *testing.T) {
 	slices.SortFunc(want, func(a, b RawRow) int { return compareRaw(&a, &b) })
 	if !slices.Equal(got, want) {
 		t.Errorf("Scan delivered %d rows not in merged file order", len(got))
+	}
+}
+
+// TestRawHours: the event hours holding raw files, limited to the range.
+func TestRawHours(t *testing.T) { forEachStore(t, testRawHours) }
+
+func testRawHours(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
+	ctx := context.Background()
+	if hs, err := l.RawHours(ctx, topic, testStart, testStart.Add(48*time.Hour)); err != nil || len(hs) != 0 {
+		t.Fatalf("empty lake: %v, %v", hs, err)
+	}
+	rows := genRows(300, 3, 2, 0, 0, 34) // hours 00, 01, 02
+	late := genRows(10, 1, 1, 0, 300, 35)
+	for i := range late {
+		late[i].OccurredAt += 26 * microsPerHour // 2026-11-08T02
+	}
+	if _, err := l.WriteRaw(topic, 0, 0, 309, append(rows, late...)); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := l.RawHours(ctx, topic, testStart.Add(90*time.Minute), testStart.Add(27*time.Hour))
+	want := []time.Time{testStart.Add(time.Hour), testStart.Add(2 * time.Hour), testStart.Add(26 * time.Hour)}
+	if err != nil || !slices.EqualFunc(hs, want, time.Time.Equal) {
+		t.Errorf("RawHours = %v, %v; want %v", hs, err, want)
+	}
+	if _, err := l.RawHours(ctx, "../x", testStart, testStart.Add(time.Hour)); !errors.Is(err, ErrBadName) {
+		t.Errorf("bad topic: %v", err)
 	}
 }

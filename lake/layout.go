@@ -119,27 +119,54 @@ func ParseFileName(topic, name string) (FileRange, error) {
 // dateString formats the UTC date of t as YYYY-MM-DD.
 func dateString(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// RawHourDir is the directory of topic's raw files for the UTC hour holding t.
-func RawHourDir(root, topic string, t time.Time) string {
+// The key (slash-separated, relative to the lake root) of each directory
+// and file; the exported *Dir and *Path functions join them to a local
+// root.
+
+func rawHourKey(topic string, t time.Time) string {
 	t = t.UTC()
-	return filepath.Join(root, RawDir, "topic="+topic, "event_date="+dateString(t), fmt.Sprintf("event_hour=%02d", t.Hour()))
+	return RawDir + "/topic=" + topic + "/event_date=" + dateString(t) + fmt.Sprintf("/event_hour=%02d", t.Hour())
+}
+
+func rejectedDateKey(topic string, t time.Time) string {
+	return RejectedDir + "/topic=" + topic + "/ingest_date=" + dateString(t)
+}
+
+func paneDateKey(table, stream string, t time.Time) string {
+	return table + "/stream=" + stream + "/window_date=" + dateString(t)
+}
+
+func progressDirKey(topic string) string { return ProgressDir + "/topic=" + topic }
+
+func progressKey(topic string, partition int32) string {
+	return progressDirKey(topic) + "/partition=" + strconv.FormatInt(int64(partition), 10) + ".json"
+}
+
+// localPath is key under the local directory root.
+func localPath(root, key string) string { return filepath.Join(root, filepath.FromSlash(key)) }
+
+// RawHourDir is the directory of topic's raw files for the UTC hour holding
+// t, in a lake at the local directory root.
+func RawHourDir(root, topic string, t time.Time) string {
+	return localPath(root, rawHourKey(topic, t))
 }
 
 // RejectedDateDir is the directory of topic's rejected files for the UTC
-// ingest date holding t.
+// ingest date holding t, in a lake at the local directory root.
 func RejectedDateDir(root, topic string, t time.Time) string {
-	return filepath.Join(root, RejectedDir, "topic="+topic, "ingest_date="+dateString(t))
+	return localPath(root, rejectedDateKey(topic, t))
 }
 
 // SummariesDateDir is the directory of stream's summaries for the UTC window
-// date holding t.
+// date holding t, in a lake at the local directory root.
 func SummariesDateDir(root, stream string, t time.Time) string {
-	return paneDateDir(root, SummariesDir, stream, t)
+	return localPath(root, paneDateKey(SummariesDir, stream, t))
 }
 
-// ProgressPath is the progress file of topic/partition.
+// ProgressPath is the progress file of topic/partition, in a lake at the
+// local directory root.
 func ProgressPath(root, topic string, partition int32) string {
-	return filepath.Join(root, ProgressDir, "topic="+topic, "partition="+strconv.FormatInt(int64(partition), 10)+".json")
+	return localPath(root, progressKey(topic, partition))
 }
 
 // hidden reports whether a file or directory name is hidden from lake readers.

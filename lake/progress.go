@@ -1,12 +1,12 @@
 package lake
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,8 +56,7 @@ func (l *Lake) WriteProgress(p Progress) (Progress, error) {
 	if err != nil {
 		return p, fmt.Errorf("lake: progress: %w", err)
 	}
-	path := ProgressPath(l.opts.Root, p.Topic, p.Partition)
-	_, err = writeAtomic(filepath.Dir(path), filepath.Base(path), func(w io.Writer) error {
+	_, err = l.store.put(context.Background(), progressKey(p.Topic, p.Partition), func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})
@@ -70,12 +69,12 @@ func (l *Lake) ReadProgress(topic string, partition int32) (Progress, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return Progress{}, err
 	}
-	b, err := os.ReadFile(ProgressPath(l.opts.Root, topic, partition))
-	if errors.Is(err, os.ErrNotExist) {
+	b, err := l.store.readFile(context.Background(), progressKey(topic, partition))
+	if errors.Is(err, fs.ErrNotExist) {
 		return Progress{}, fmt.Errorf("%w: %s/%d", ErrNoProgress, topic, partition)
 	}
 	if err != nil {
-		return Progress{}, fmt.Errorf("lake: progress: %w", err)
+		return Progress{}, err
 	}
 	var p Progress
 	if err := json.Unmarshal(b, &p); err != nil {
@@ -90,18 +89,14 @@ func (l *Lake) TopicProgress(topic string) ([]Progress, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(ProgressPath(l.opts.Root, topic, 0))
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	entries, err := l.store.list(context.Background(), progressDirKey(topic))
 	if err != nil {
-		return nil, fmt.Errorf("lake: progress: %w", err)
+		return nil, err
 	}
 	var out []Progress
 	for _, e := range entries {
-		v, ok := strings.CutPrefix(e.Name(), "partition=")
-		if !ok {
+		v, ok := strings.CutPrefix(e.name, "partition=")
+		if e.dir || !ok {
 			continue
 		}
 		v, ok = strings.CutSuffix(v, ".json")

@@ -3,13 +3,10 @@ package lake
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/parquet-go/parquet-go"
 
 	"reckon/internal/event"
 )
@@ -38,8 +35,10 @@ func envelope(id int, typ string, occurred time.Time, data string) []byte {
 		id, typ, occurred.Format(time.RFC3339Nano), data)
 }
 
-func TestRawWriter(t *testing.T) {
-	l := newTestLake(t)
+func TestRawWriter(t *testing.T) { forEachStore(t, testRawWriter) }
+
+func testRawWriter(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
 	w, err := l.NewRawWriter(RawTable{Topic: topic, KeyPath: "data.id_perangkat", ValuePath: "data.suhu_c"}, testGate(t))
 	if err != nil {
 		t.Fatal(err)
@@ -71,13 +70,10 @@ func TestRawWriter(t *testing.T) {
 		"rejected/topic=m8-suhu-kejadian/ingest_date=2026-11-07/m8-suhu-kejadian-3-10-16.parquet",
 		"rejected/topic=m8-suhu-kejadian/ingest_date=2026-11-08/m8-suhu-kejadian-3-10-16.parquet",
 	}
-	if files := listFiles(t, l.Root()); !slices.Equal(files, want) {
+	if files := listFiles(t, l); !slices.Equal(files, want) {
 		t.Fatalf("files = %v\nwant %v", files, want)
 	}
-	raw, err := parquet.ReadFile[RawRow](filepath.Join(l.Root(), want[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := readParquet[RawRow](t, l, want[0])
 	if len(raw) != 2 || raw[0].Key != "17" || raw[1].Key != "sensor-07" {
 		t.Fatalf("raw rows = %+v", raw)
 	}
@@ -91,11 +87,7 @@ func TestRawWriter(t *testing.T) {
 	}
 	var got []string
 	for _, f := range want[2:] {
-		rows, err := parquet.ReadFile[RejectedRow](filepath.Join(l.Root(), f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
+		for _, r := range readParquet[RejectedRow](t, l, f) {
 			got = append(got, fmt.Sprintf("%d|%s|%s|%s|%s", r.KafkaOffset, r.RecordKey, r.Fields, r.Reason, r.Raw[:9]))
 		}
 	}
@@ -123,7 +115,7 @@ func TestRawWriter(t *testing.T) {
 	if err != nil || res.Rows != 1 {
 		t.Fatal(res, err)
 	}
-	rows, _ := parquet.ReadFile[RawRow](filepath.Join(l.Root(), res.Files[0].Path))
+	rows := readParquet[RawRow](t, l, res.Files[0].Path)
 	if rows[0].Key != "rk" || rows[0].Value != 0 {
 		t.Errorf("record-key row = %+v", rows[0])
 	}

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -263,67 +261,126 @@ func (s *scanner) internType(t string) int32 {
 // hourDir is one event_hour directory of the range.
 type hourDir struct {
 	start time.Time
-	path  string
+	key   string
 }
 
 // hourDirs lists the topic's event_hour directories overlapping the range,
-// in time order. Only date directories in range are opened.
-func (s *scanner) hourDirs() ([]hourDir, error) {
-	base := filepath.Join(s.lake.opts.Root, RawDir, "topic="+s.q.Topic)
-	days, err := os.ReadDir(base)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+// in time order. Only date directories in range are listed.
+func (s *scanner) hourDirs(ctx context.Context) ([]hourDir, error) {
+	return s.lake.rawHourDirs(ctx, s.q.Topic, s.fromUS, s.toUS)
+}
+
+// rawHourDirs lists topic's event_hour directories overlapping
+// [fromUS, toUS), in time order: one listing of the topic's dates and one
+// per date in range.
+func (l *Lake) rawHourDirs(ctx context.Context, topic string, fromUS, toUS int64) ([]hourDir, error) {
+	base := RawDir + "/topic=" + topic
+	days, err := l.store.list(ctx, base)
 	if err != nil {
-		return nil, fmt.Errorf("lake: scan: %w", err)
+		return nil, err
 	}
 	var out []hourDir
 	for _, d := range days {
-		day, ok := parseDateDir("event_date", d.Name())
-		if !ok || !d.IsDir() {
+		day, ok := parseDateDir("event_date", d.name)
+		if !ok || !d.dir {
 			continue
 		}
-		if dUS := day.UnixMicro(); dUS >= s.toUS || dUS+microsPerDay <= s.fromUS {
+		if dUS := day.UnixMicro(); dUS >= toUS || dUS+microsPerDay <= fromUS {
 			continue
 		}
-		hours, err := os.ReadDir(filepath.Join(base, d.Name()))
+		hours, err := l.store.list(ctx, joinKey(base, d.name))
 		if err != nil {
-			return nil, fmt.Errorf("lake: scan: %w", err)
+			return nil, err
 		}
 		for _, h := range hours {
-			hh, ok := parseHourDir(h.Name())
-			if !ok || !h.IsDir() {
+			hh, ok := parseHourDir(h.name)
+			if !ok || !h.dir {
 				continue
 			}
 			start := day.Add(time.Duration(hh) * time.Hour)
-			if sUS := start.UnixMicro(); sUS >= s.toUS || sUS+microsPerHour <= s.fromUS {
+			if sUS := start.UnixMicro(); sUS >= toUS || sUS+microsPerHour <= fromUS {
 				continue
 			}
-			out = append(out, hourDir{start, filepath.Join(base, d.Name(), h.Name())})
+			out = append(out, hourDir{start, joinKey(base, d.name, h.name)})
 		}
 	}
 	slices.SortFunc(out, func(a, b hourDir) int { return a.start.Compare(b.start) })
 	return out, nil
 }
 
-// lakeFiles lists the visible .parquet files of dir in name order.
-func lakeFiles(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("lake: list %s: %w", dir, err)
+// RawHours returns the start of every UTC hour in [from, to) for which the
+// raw table of topic has an event_hour directory, in time order. An hour
+// listed may hold no rows of the range (its files may start after from or
+// be filtered by a query); an hour not listed holds none.
+func (l *Lake) RawHours(ctx context.Context, topic string, from, to time.Time) ([]time.Time, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
 	}
-	var out []string
-	for _, e := range entries {
-		if !e.IsDir() && !hidden(e.Name()) && strings.HasSuffix(e.Name(), ".parquet") {
-			out = append(out, e.Name())
+	hs, err := l.rawHourDirs(ctx, topic, from.UnixMicro(), to.UnixMicro())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]time.Time, len(hs))
+	for i, h := range hs {
+		out[i] = h.start
+	}
+	return out, nil
+}
+
+// lakeFiles lists the visible .parquet files of dir in name order.
+func (l *Lake) lakeFiles(ctx context.Context, dir string) ([]entry, error) {
+	es, err := l.store.list(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := es[:0]
+	for _, e := range es {
+		if !e.dir && !hidden(e.name) && strings.HasSuffix(e.name, ".parquet") {
+			out = append(out, e)
 		}
 	}
 	return out, nil
 }
 
+// openParquet opens key as a parquet file, reading its footer only. size
+// is the file's size from a listing, or -1.
+func (l *Lake) openParquet(ctx context.Context, key string, size int64) (objectReader, *parquet.File, error) {
+	f, err := l.store.open(ctx, key, size)
+	if err != nil {
+		return nil, nil, err
+	}
+	// parquet-go allocates the footer length the file claims before
+	// reading it; a corrupt file must not make that gigabytes.
+	var tail [8]byte
+	if f.Size() < 12 {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %s: %d bytes is too small for parquet", ErrBadFile, key, f.Size())
+	}
+	if _, err := f.ReadAt(tail[:], f.Size()-8); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadFile, key, err)
+	}
+	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > f.Size()-12 {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %s: footer length %d exceeds the file's %d bytes", ErrBadFile, key, n, f.Size())
+	}
+	opts := []parquet.FileOption{parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)}
+	if l.store.remote() {
+		// The footer's magic is still checked; the header's would cost a
+		// request of its own.
+		opts = append(opts, parquet.SkipMagicBytes(true))
+	}
+	pf, err := parquet.OpenFile(f, f.Size(), opts...)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadFile, key, err)
+	}
+	return f, pf, nil
+}
+
 // run visits every selected, deduplicated row, hour by hour.
 func (s *scanner) run(ctx context.Context, visit func(b *rgData, i int) error) error {
-	hours, err := s.hourDirs()
+	hours, err := s.hourDirs(ctx)
 	if err != nil {
 		return err
 	}
@@ -332,7 +389,7 @@ func (s *scanner) run(ctx context.Context, visit func(b *rgData, i int) error) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := s.scanHour(ctx, h.path, visit); err != nil {
+		if err := s.scanHour(ctx, h.key, visit); err != nil {
 			return err
 		}
 	}
@@ -346,19 +403,19 @@ func (s *scanner) run(ctx context.Context, visit func(b *rgData, i int) error) e
 // that does not declare that order (not written by reckon) switches the
 // hour to a hash set of event_ids.
 func (s *scanner) scanHour(ctx context.Context, dir string, visit func(b *rgData, i int) error) error {
-	names, err := lakeFiles(dir)
+	files, err := s.lake.lakeFiles(ctx, dir)
 	if err != nil {
 		return err
 	}
-	cursors := make([]*fileCursor, 0, len(names))
+	cursors := make([]*fileCursor, 0, len(files))
 	defer func() {
 		for _, c := range cursors {
 			c.close()
 		}
 	}()
 	sorted := true
-	for _, n := range names {
-		c, err := s.openCursor(filepath.Join(dir, n))
+	for _, f := range files {
+		c, err := s.openCursor(ctx, joinKey(dir, f.name), f.size)
 		if err != nil {
 			return err
 		}
@@ -446,7 +503,7 @@ var hashDedupForBench = false
 type fileCursor struct {
 	s      *scanner
 	path   string
-	f      *os.File
+	f      objectReader
 	pf     *parquet.File
 	cols   fileColumns
 	sorted bool // the file declares the raw sort order
@@ -455,28 +512,18 @@ type fileCursor struct {
 	i      int // current row in b; -1 before the first
 }
 
-func (s *scanner) openCursor(path string) (*fileCursor, error) {
-	f, err := os.Open(path)
+func (s *scanner) openCursor(ctx context.Context, key string, size int64) (*fileCursor, error) {
+	f, pf, err := s.lake.openParquet(ctx, key, size)
 	if err != nil {
-		return nil, fmt.Errorf("lake: scan: %w", err)
+		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lake: scan: %w", err)
-	}
-	pf, err := parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadFile, path, err)
-	}
-	cols, err := s.resolveColumns(pf, path)
+	cols, err := s.resolveColumns(pf, key)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	s.stats.Files++
-	c := &fileCursor{s: s, path: path, f: f, pf: pf, cols: cols, sorted: declaresRawOrder(pf), i: -1}
+	c := &fileCursor{s: s, path: key, f: f, pf: pf, cols: cols, sorted: declaresRawOrder(pf), i: -1}
 	if len(s.pool) > 0 {
 		c.b, s.pool = s.pool[len(s.pool)-1], s.pool[:len(s.pool)-1]
 	} else {
@@ -492,6 +539,31 @@ func (c *fileCursor) close() {
 		c.f = nil
 		c.s.pool = append(c.s.pool, c.b)
 	}
+}
+
+// prefetch asks a remote file for the column chunks of row group rgi that
+// decode reads, so they arrive in a few ranged GETs instead of one per
+// buffer refill; chunks of other columns and pruned row groups are never
+// fetched.
+func (c *fileCursor) prefetch(rgi int) error {
+	p, ok := c.f.(prefetcher)
+	if !ok {
+		return nil
+	}
+	cc := c.pf.Metadata().RowGroups[rgi].Columns
+	var rs []byteRange
+	for i := range columnNames {
+		if c.s.cols&(1<<i) == 0 || c.cols[i] < 0 {
+			continue
+		}
+		md := &cc[c.cols[i]].MetaData
+		off := md.DataPageOffset
+		if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < off {
+			off = md.DictionaryPageOffset
+		}
+		rs = append(rs, byteRange{off, md.TotalCompressedSize})
+	}
+	return p.prefetch(rs)
 }
 
 // next moves to the next row that passes the query's filters, decoding
@@ -526,6 +598,9 @@ func (c *fileCursor) next(ctx context.Context) (bool, error) {
 			continue
 		}
 		s.stats.RowGroups++
+		if err := c.prefetch(rgi); err != nil {
+			return false, err
+		}
 		if err := b.decode(s, c.pf.RowGroups()[rgi], c.cols); err != nil {
 			return false, fmt.Errorf("%w: %s row group %d: %v", ErrBadFile, c.path, rgi, err)
 		}

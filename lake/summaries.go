@@ -1,11 +1,9 @@
 package lake
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -77,9 +75,9 @@ func (l *Lake) writePaneTable(table, stream, name string, panes []event.Pane) ([
 		for hi < len(rows) && floorDiv(rows[hi].WindowStart, microsPerDay) == day {
 			hi++
 		}
-		dir := paneDateDir(l.opts.Root, table, stream, time.UnixMicro(day*microsPerDay))
+		dir := paneDateKey(table, stream, time.UnixMicro(day*microsPerDay))
 		part := rows[lo:hi]
-		size, err := writeAtomic(dir, file, func(out io.Writer) error {
+		size, err := l.store.put(context.Background(), joinKey(dir, file), func(out io.Writer) error {
 			w := parquet.NewGenericWriter[SummaryRow](out, l.writerOptions(summarySorting...)...)
 			if _, err := w.Write(part); err != nil {
 				return err
@@ -89,14 +87,10 @@ func (l *Lake) writePaneTable(table, stream, name string, panes []event.Pane) ([
 		if err != nil {
 			return files, err
 		}
-		files = append(files, FileInfo{Path: l.rel(filepath.Join(dir, file)), Rows: int64(len(part)), Bytes: size})
+		files = append(files, FileInfo{Path: joinKey(dir, file), Rows: int64(len(part)), Bytes: size})
 		lo = hi
 	}
 	return files, nil
-}
-
-func paneDateDir(root, table, stream string, t time.Time) string {
-	return filepath.Join(root, table, "stream="+stream, "window_date="+t.UTC().Format(time.DateOnly))
 }
 
 // readPaneTable returns every row of stream in table whose window_start
@@ -105,33 +99,28 @@ func (l *Lake) readPaneTable(table, stream string, from, to time.Time) ([]event.
 	if err := ValidateName(stream); err != nil {
 		return nil, err
 	}
-	base := filepath.Join(l.opts.Root, table, "stream="+stream)
-	days, err := os.ReadDir(base)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	ctx := context.Background()
+	base := table + "/stream=" + stream
+	days, err := l.store.list(ctx, base)
 	if err != nil {
 		return nil, fmt.Errorf("lake: %s: %w", table, err)
 	}
 	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
 	var out []event.Pane
 	for _, d := range days {
-		day, ok := parseDateDir("window_date", d.Name())
-		if !ok || !d.IsDir() || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
+		day, ok := parseDateDir("window_date", d.name)
+		if !ok || !d.dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
 			continue
 		}
-		dir := filepath.Join(base, d.Name())
-		files, err := os.ReadDir(dir)
+		dir := joinKey(base, d.name)
+		files, err := l.lakeFiles(ctx, dir)
 		if err != nil {
 			return nil, fmt.Errorf("lake: %s: %w", table, err)
 		}
 		for _, f := range files {
-			if f.IsDir() || hidden(f.Name()) || !strings.HasSuffix(f.Name(), ".parquet") {
-				continue
-			}
-			rows, err := parquet.ReadFile[SummaryRow](filepath.Join(dir, f.Name()))
+			rows, err := readRows[SummaryRow](ctx, l, joinKey(dir, f.name), f.size)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %s: %v", ErrBadFile, filepath.Join(dir, f.Name()), err)
+				return nil, err
 			}
 			for _, r := range rows {
 				if r.WindowStart >= fromUS && r.WindowStart < toUS {
@@ -141,4 +130,18 @@ func (l *Lake) readPaneTable(table, stream string, from, to time.Time) ([]event.
 		}
 	}
 	return out, nil
+}
+
+// readRows reads every row of the parquet file key as T.
+func readRows[T any](ctx context.Context, l *Lake, key string, size int64) ([]T, error) {
+	f, err := l.store.open(ctx, key, size)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rows, err := parquet.Read[T](f, f.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadFile, key, err)
+	}
+	return rows, nil
 }

@@ -1,11 +1,9 @@
 package lake
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"reckon/internal/event"
@@ -28,7 +26,7 @@ const (
 // TruthDateDir is the directory of stream's truth rows for the UTC window
 // date holding t.
 func TruthDateDir(root, stream string, t time.Time) string {
-	return paneDateDir(root, TruthDir, stream, t)
+	return localPath(root, paneDateKey(TruthDir, stream, t))
 }
 
 // WriteTruth writes panes of stream to the truth table, one file
@@ -45,10 +43,12 @@ func (l *Lake) ReadTruth(stream string, from, to time.Time) ([]event.Pane, error
 	return l.readPaneTable(TruthDir, stream, from, to)
 }
 
+func reportKey(kind, name string) string { return ReportsDir + "/" + kind + "/" + name + ".json" }
+
 // ReportPath is the file of report name of kind (e.g. "reconcile",
-// "2026-11-07").
+// "2026-11-07") in a lake at the local directory root.
 func ReportPath(root, kind, name string) string {
-	return filepath.Join(root, ReportsDir, kind, name+".json")
+	return localPath(root, reportKey(kind, name))
 }
 
 // WriteReport writes data (JSON) atomically as reports/<kind>/<name>.json,
@@ -58,14 +58,14 @@ func (l *Lake) WriteReport(kind, name string, data []byte) (string, error) {
 	if err := errors.Join(ValidateName(kind), ValidateName(name)); err != nil {
 		return "", err
 	}
-	path := ReportPath(l.opts.Root, kind, name)
-	if _, err := writeAtomic(filepath.Dir(path), filepath.Base(path), func(w io.Writer) error {
+	key := reportKey(kind, name)
+	if _, err := l.store.put(context.Background(), key, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	}); err != nil {
 		return "", err
 	}
-	return l.rel(path), nil
+	return key, nil
 }
 
 // ReadReport reads reports/<kind>/<name>.json.
@@ -73,9 +73,5 @@ func (l *Lake) ReadReport(kind, name string) ([]byte, error) {
 	if err := errors.Join(ValidateName(kind), ValidateName(name)); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(ReportPath(l.opts.Root, kind, name))
-	if err != nil {
-		return nil, fmt.Errorf("lake: report: %w", err)
-	}
-	return b, nil
+	return l.store.readFile(context.Background(), reportKey(kind, name))
 }

@@ -2,6 +2,8 @@ package lake
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"testing"
 	"time"
 
@@ -11,11 +13,10 @@ import (
 // TestTruthTable: rows land per UTC window date, rewriting a name replaces
 // its files (a retried recompute), ranges filter on window_start; reports
 // round-trip.
-func TestTruthTable(t *testing.T) {
-	l, err := Open(Options{Root: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestTruthTable(t *testing.T) { forEachStore(t, testTruthTable) }
+
+func testTruthTable(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
 	d := time.Date(2026, 11, 7, 23, 55, 0, 0, time.UTC)
 	pane := func(key string, start time.Time, count int64) event.Pane {
 		return event.Pane{Stream: "payments", Key: key, WindowStart: start, WindowEnd: start.Add(5 * time.Minute),
@@ -49,5 +50,8 @@ func TestTruthTable(t *testing.T) {
 	}
 	if _, err := l.WriteReport("../x", "y", b); err == nil {
 		t.Fatal("bad report kind accepted")
+	}
+	if _, err := l.ReadReport("reconcile", "2026-11-08"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing report: %v", err)
 	}
 }

@@ -1,10 +1,9 @@
 package lake
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -89,6 +88,7 @@ func (l *Lake) writeBatch(topic string, partition int32, first, last int64, rows
 	}
 	name := FileName(topic, partition, first, last)
 	var dirs []string // every directory written, for superseding
+	ctx := context.Background()
 
 	// Raw: one file per event hour, rows in file order.
 	buckets := bucketRaw(rows)
@@ -101,8 +101,8 @@ func (l *Lake) writeBatch(topic string, partition int32, first, last int64, rows
 		}
 		var n int64
 		t := time.UnixMicro(hour * microsPerHour).UTC()
-		dir := RawHourDir(l.opts.Root, topic, t)
-		size, err := writeAtomic(dir, name, func(out io.Writer) error {
+		dir := rawHourKey(topic, t)
+		size, err := l.store.put(ctx, joinKey(dir, name), func(out io.Writer) error {
 			// A new writer per file: parquet-go v0.32.0's Reset clears the
 			// declared sorting columns of every later file.
 			w := parquet.NewGenericWriter[RawRow](out, l.writerOptions(rawSorting...)...)
@@ -116,7 +116,7 @@ func (l *Lake) writeBatch(topic string, partition int32, first, last int64, rows
 			return res, err
 		}
 		dirs = append(dirs, dir)
-		res.Files = append(res.Files, FileInfo{Path: l.rel(filepath.Join(dir, name)), Rows: n, Bytes: size})
+		res.Files = append(res.Files, FileInfo{Path: joinKey(dir, name), Rows: n, Bytes: size})
 		res.Hours = append(res.Hours, HourCount{Hour: t, Rows: n})
 		res.Rows += n
 		lo = hi
@@ -140,8 +140,8 @@ func (l *Lake) writeBatch(topic string, partition int32, first, last int64, rows
 			hi++
 		}
 		dayRows := rejected[lo:hi]
-		dir := RejectedDateDir(l.opts.Root, topic, time.UnixMicro(day*microsPerDay))
-		size, err := writeAtomic(dir, name, func(out io.Writer) error {
+		dir := rejectedDateKey(topic, time.UnixMicro(day*microsPerDay))
+		size, err := l.store.put(ctx, joinKey(dir, name), func(out io.Writer) error {
 			rw := parquet.NewGenericWriter[RejectedRow](out, l.writerOptions()...)
 			if _, err := rw.Write(dayRows); err != nil {
 				return err
@@ -152,7 +152,7 @@ func (l *Lake) writeBatch(topic string, partition int32, first, last int64, rows
 			return res, err
 		}
 		dirs = append(dirs, dir)
-		res.Files = append(res.Files, FileInfo{Path: l.rel(filepath.Join(dir, name)), Rows: int64(len(dayRows)), Bytes: size})
+		res.Files = append(res.Files, FileInfo{Path: joinKey(dir, name), Rows: int64(len(dayRows)), Bytes: size})
 		res.Rejected += int64(len(dayRows))
 		lo = hi
 	}
@@ -160,7 +160,7 @@ func (l *Lake) writeBatch(topic string, partition int32, first, last int64, rows
 	// Only now that the new files are durable, remove what they supersede.
 	batch := FileRange{Topic: topic, Partition: partition, FirstOffset: first, LastOffset: last}
 	for _, dir := range dirs {
-		gone, err := l.removeSuperseded(dir, batch)
+		gone, err := l.removeSuperseded(ctx, dir, batch)
 		res.Superseded = append(res.Superseded, gone...)
 		if err != nil {
 			return res, err
@@ -169,8 +169,6 @@ func (l *Lake) writeBatch(topic string, partition int32, first, last int64, rows
 	return res, nil
 }
 
-// removeSuperseded removes files in dir of batch's partition whose offset
-// range lies strictly inside batch's.
 // rawBucket is one (hour, key) of a batch: indexes into the batch's rows in
 // file order.
 type rawBucket struct {
@@ -269,33 +267,26 @@ func writeRows(w *parquet.GenericWriter[RawRow], rows []RawRow, buckets []rawBuc
 	return buf, n, nil
 }
 
-func (l *Lake) removeSuperseded(dir string, batch FileRange) ([]string, error) {
-	entries, err := os.ReadDir(dir)
+// removeSuperseded removes files in dir of batch's partition whose offset
+// range lies strictly inside batch's.
+func (l *Lake) removeSuperseded(ctx context.Context, dir string, batch FileRange) ([]string, error) {
+	es, err := l.store.list(ctx, dir)
 	if err != nil {
-		return nil, fmt.Errorf("lake: list %s: %w", dir, err)
+		return nil, err
 	}
 	var names, gone []string
-	for _, e := range entries {
-		if e.IsDir() || hidden(e.Name()) {
+	for _, e := range es {
+		if e.dir || hidden(e.name) {
 			continue
 		}
-		r, err := ParseFileName(batch.Topic, e.Name())
+		r, err := ParseFileName(batch.Topic, e.name)
 		if err != nil || r == batch || !batch.Contains(r) {
 			continue
 		}
-		names = append(names, e.Name())
-		gone = append(gone, l.rel(filepath.Join(dir, e.Name())))
+		names = append(names, e.name)
+		gone = append(gone, joinKey(dir, e.name))
 	}
-	return gone, removeSync(dir, names)
-}
-
-// rel returns path relative to the lake root with forward slashes.
-func (l *Lake) rel(path string) string {
-	r, err := filepath.Rel(l.opts.Root, path)
-	if err != nil {
-		return filepath.ToSlash(path)
-	}
-	return filepath.ToSlash(r)
+	return gone, l.store.remove(ctx, dir, names)
 }
 
 const (

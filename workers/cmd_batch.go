@@ -31,7 +31,7 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 		return err
 	}
 	defer c.Close()
-	lk, err := lake.Open(lake.Options{Root: cfg.Lake.Root})
+	lk, err := openConfiguredLake(cfg, "")
 	if err != nil {
 		return err
 	}

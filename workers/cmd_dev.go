@@ -219,7 +219,10 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 			start(name)
 		}
 	}
-	lake, _ := filepath.Abs(cfg.Lake.Root)
+	lake := cfg.Lake.Root
+	if !cfg.Lake.IsS3() {
+		lake, _ = filepath.Abs(lake)
+	}
 	say(`up. Where to look:
   Temporal UI     http://127.0.0.1:%d
   Kafka           %s   (./bin/reckon topics describe; ./bin/reckon topics tail %s)

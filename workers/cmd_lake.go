@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/lake"
 )
@@ -53,14 +54,48 @@ func runLake(ctx context.Context, cx *cmdContext) error {
 
 // lakeFlag registers --lake; openLake opens it after cx.parse.
 func lakeFlag(cx *cmdContext) *string {
-	return cx.fs.String("lake", "", "lake root directory (default: lake.root from the configuration)")
+	return cx.fs.String("lake", "", "lake root: a directory or s3://bucket[/prefix] reached as lake.s3 says (default: lake.root from the configuration)")
 }
 
-func openLake(cx *cmdContext, dir string) (*lake.Lake, error) {
-	if dir == "" {
-		dir = cx.cfg.Lake.Root
+func openLake(cx *cmdContext, root string) (*lake.Lake, error) {
+	return openConfiguredLake(cx.cfg, root)
+}
+
+// openConfiguredLake opens the lake at root (lake.root when empty) with the
+// configuration's object storage settings: every command reaches the lake
+// the same way.
+func openConfiguredLake(cfg *config.Config, root string) (*lake.Lake, error) {
+	opts, err := lakeOptions(cfg.Lake, root)
+	if err != nil {
+		return nil, err
 	}
-	return lake.Open(lake.Options{Root: dir})
+	return lake.Open(opts)
+}
+
+// lakeOptions maps the lake section onto lake.Options for the lake at root
+// (c.Root when empty), reading the secret key file and the CA bundle.
+func lakeOptions(c config.Lake, root string) (lake.Options, error) {
+	if root == "" {
+		root = c.Root
+	}
+	opts := lake.Options{Root: root}
+	if !lake.IsS3Root(root) {
+		return opts, nil
+	}
+	s := c.S3
+	secret, err := s.ResolveSecretAccessKey()
+	if err != nil {
+		return opts, err
+	}
+	tlsConf, err := s.ClientTLS()
+	if err != nil {
+		return opts, err
+	}
+	opts.S3 = lake.S3Options{
+		Endpoint: s.Endpoint, Region: s.Region, AccessKeyID: s.AccessKeyID,
+		SecretAccessKey: secret.Reveal(), SessionToken: s.SessionToken.Reveal(), TLS: tlsConf,
+	}
+	return opts, nil
 }
 
 func lakeNoArgs(cx *cmdContext) error {

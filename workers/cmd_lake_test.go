@@ -6,26 +6,47 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"reckon/internal/config"
 	"reckon/lake"
 )
 
 // lakeMain runs `reckon lake <args>` through Main.
 func lakeMain(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return lakeMainEnv(t, nil, stdin, args...)
+}
+
+// lakeMainEnv is lakeMain with RECKON_* variables in env.
+func lakeMainEnv(t *testing.T, env []string, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code = Main(context.Background(), append([]string{"lake"}, args...), strings.NewReader(stdin), &out, &errb, nil)
+	code = Main(context.Background(), append([]string{"lake"}, args...), strings.NewReader(stdin), &out, &errb, env)
 	return code, out.String(), errb.String()
 }
 
 func mustLake(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
-	code, out, errs := lakeMain(t, stdin, args...)
+	return mustLakeEnvIn(t, nil, stdin, args...)
+}
+
+func mustLakeEnv(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	return mustLakeEnvIn(t, env, "", args...)
+}
+
+func mustLakeEnvIn(t *testing.T, env []string, stdin string, args ...string) string {
+	t.Helper()
+	code, out, errs := lakeMainEnv(t, env, stdin, args...)
 	if code != 0 {
 		t.Fatalf("reckon lake %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errs)
 	}
@@ -41,10 +62,58 @@ func lakeLine(id int, occurred, arrived, key string, suhu string) string {
 }
 
 // TestLakeWriteQueryCompact drives the lake commands end to end on a small
-// hand-made file whose answers are known.
+// hand-made file whose answers are known, on a lake directory and on an
+// S3 lake (an in-process fake) configured through RECKON_LAKE_*.
 func TestLakeWriteQueryCompact(t *testing.T) {
+	t.Run("local", func(t *testing.T) {
+		root := filepath.Join(t.TempDir(), "lake")
+		testLakeCommands(t, root, nil, func(key string) bool {
+			_, err := os.Stat(filepath.Join(root, key))
+			return err == nil
+		})
+	})
+	t.Run("s3", func(t *testing.T) {
+		backend := s3mem.New()
+		if err := backend.CreateBucket("reckon-lake"); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+		t.Cleanup(srv.Close)
+		env := []string{"RECKON_LAKE_ROOT=s3://reckon-lake/prod", "RECKON_LAKE_S3_ENDPOINT=" + srv.URL, "RECKON_LAKE_S3_REGION=us-east-1",
+			"RECKON_LAKE_S3_ACCESS_KEY_ID=reckon", "RECKON_LAKE_S3_SECRET_ACCESS_KEY=fake-secret", "RECKON_LAKE_S3_ALLOW_PLAINTEXT_CREDENTIALS=true"}
+		testLakeCommands(t, "", env, func(key string) bool {
+			_, err := backend.HeadObject("reckon-lake", "prod/"+key)
+			return err == nil
+		})
+		if out := mustLakeEnv(t, env, "ls"); !strings.Contains(out, "lake s3://reckon-lake/prod") {
+			t.Errorf("ls header:\n%s", out)
+		}
+		// --lake names another bucket on the configured endpoint; without
+		// the lake.s3 settings an s3:// root is refused.
+		if code, _, errs := lakeMainEnv(t, env, "", "ls", "--lake", "s3://reckon-lake/empty"); code != 0 {
+			t.Errorf("ls of an empty prefix: exit %d: %s", code, errs)
+		}
+		if code, _, errs := lakeMain(t, "", "ls", "--lake", "s3://reckon-lake/prod"); code != 1 || !strings.Contains(errs, "S3.Endpoint or S3.Region") {
+			t.Errorf("s3:// root without lake.s3: exit %d: %s", code, errs)
+		}
+	})
+}
+
+// testLakeCommands runs write, query, ls and compact on the lake at root
+// (lake.root of env when empty); exists reports whether a lake file is
+// there.
+func testLakeCommands(t *testing.T, root string, env []string, exists func(key string) bool) {
 	dir := t.TempDir()
-	root := filepath.Join(dir, "lake")
+	withRoot := func(args ...string) []string {
+		if root != "" {
+			args = append(args[:1:1], append([]string{"--lake", root}, args[1:]...)...)
+		}
+		return args
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		return mustLakeEnv(t, env, withRoot(args...)...)
+	}
 	lines := []string{
 		`garbage, not json`, // 1: rejected; takes line 2's arrival
 		lakeLine(1, "2026-11-07T08:10:00Z", "2026-11-07T08:10:01Z", "sensor-07", "24.5"),
@@ -62,7 +131,7 @@ func TestLakeWriteQueryCompact(t *testing.T) {
 	}
 	topic := "m8-suhu-kejadian"
 	// Two batches of 5 lines: files named by line ranges 1-5 and 6-9.
-	out := mustLake(t, "", "write", "--lake", root, "--topic", topic, "--input", input, "--batch", "5")
+	out := run("write", "--topic", topic, "--input", input, "--batch", "5")
 	if !strings.Contains(out, "9 lines -> 6 raw rows, 3 rejected") {
 		t.Errorf("write summary:\n%s", out)
 	}
@@ -73,16 +142,16 @@ func TestLakeWriteQueryCompact(t *testing.T) {
 		"rejected/topic=m8-suhu-kejadian/ingest_date=2026-11-07/m8-suhu-kejadian-0-1-5.parquet",
 		"rejected/topic=m8-suhu-kejadian/ingest_date=2026-11-07/m8-suhu-kejadian-0-6-9.parquet",
 	} {
-		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+		if !exists(f) {
 			t.Errorf("missing %s", f)
 		}
 	}
 	// The key and value paths come from the configured stream of the topic;
 	// writing again is idempotent.
-	mustLake(t, "", "write", "--lake", root, "--topic", topic, "--key", "data.id_perangkat", "--value", "data.suhu_c", "--input", input, "--batch", "5")
+	run("write", "--topic", topic, "--key", "data.id_perangkat", "--value", "data.suhu_c", "--input", input, "--batch", "5")
 
-	query := []string{"query", "--lake", root, "--topic", topic, "--from", "2026-11-07T08:00:00Z", "--to", "2026-11-07T10:00:00Z"}
-	got := mustLake(t, "", append(query, "--format", "json")...)
+	query := []string{"query", "--topic", topic, "--from", "2026-11-07T08:00:00Z", "--to", "2026-11-07T10:00:00Z"}
+	got := run(append(query, "--format", "json")...)
 	want := `{"key":"sensor-01","window_start":"2026-11-07T08:00:00Z","window_end":"2026-11-07T09:00:00Z","count":1,"sum":-3.5,"min":-3.5,"max":-3.5}
 {"key":"sensor-01","window_start":"2026-11-07T09:00:00Z","window_end":"2026-11-07T10:00:00Z","count":1,"sum":20.25,"min":20.25,"max":20.25}
 {"key":"sensor-07","window_start":"2026-11-07T08:00:00Z","window_end":"2026-11-07T09:00:00Z","count":3,"sum":75.5,"min":24.5,"max":26}
@@ -90,20 +159,20 @@ func TestLakeWriteQueryCompact(t *testing.T) {
 	if got != want {
 		t.Errorf("query json:\n%s\nwant:\n%s", got, want)
 	}
-	got = mustLake(t, "", append(query, "--format", "csv", "--key", "sensor-07", "--window", "30m")...)
+	got = run(append(query, "--format", "csv", "--key", "sensor-07", "--window", "30m")...)
 	want = "key,window_start,window_end,count,sum,min,max\n" +
 		"sensor-07,2026-11-07T08:00:00Z,2026-11-07T08:30:00Z,2,50.5,24.5,26\n" +
 		"sensor-07,2026-11-07T08:30:00Z,2026-11-07T09:00:00Z,1,25,25,25\n"
 	if got != want {
 		t.Errorf("query csv:\n%s\nwant:\n%s", got, want)
 	}
-	got = mustLake(t, "", query...)
+	got = run(query...)
 	if !strings.HasPrefix(got, "KEY") || !strings.Contains(got, "WINDOW_START") || strings.Count(got, "\n") != 4 {
 		t.Errorf("query table:\n%s", got)
 	}
 
 	var inv lake.Inventory
-	if err := json.Unmarshal([]byte(mustLake(t, "", "ls", "--lake", root, "--format", "json")), &inv); err != nil {
+	if err := json.Unmarshal([]byte(run("ls", "--format", "json")), &inv); err != nil {
 		t.Fatal(err)
 	}
 	if len(inv.Tables) != 2 || inv.Tables[0].Rows != 6 || inv.Tables[0].Partitions != 2 || inv.Tables[0].Files != 3 || inv.Tables[1].Rows != 3 {
@@ -112,15 +181,26 @@ func TestLakeWriteQueryCompact(t *testing.T) {
 	if len(inv.Progress) != 1 || inv.Progress[0].NextOffset != 10 {
 		t.Errorf("progress = %+v", inv.Progress)
 	}
-	if out := mustLake(t, "", "ls", "--lake", root); !strings.Contains(out, "raw       m8-suhu-kejadian  2") {
+	if out := run("ls"); !strings.Contains(out, "raw       m8-suhu-kejadian  2") {
 		t.Errorf("ls table:\n%s", out)
 	}
 
-	out = mustLake(t, "", "compact", "--lake", root, "--topic", topic, "--date", "2026-11-07")
+	out = run("compact", "--topic", topic, "--date", "2026-11-07")
 	if !strings.Contains(out, "event_hour=08/m8-suhu-kejadian-0-1-9.parquet\t5 rows") {
 		t.Errorf("compact:\n%s", out)
 	}
-	if got := mustLake(t, "", append(query, "--format", "json")...); !strings.Contains(got, `"count":3,"sum":75.5`) {
+	for _, f := range []string{
+		"raw/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=08/m8-suhu-kejadian-0-1-9.parquet",
+		"raw/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=09/m8-suhu-kejadian-0-6-9.parquet",
+	} {
+		if !exists(f) {
+			t.Errorf("after compaction: missing %s", f)
+		}
+	}
+	if exists("raw/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=08/m8-suhu-kejadian-0-1-5.parquet") {
+		t.Error("after compaction: an input is still there")
+	}
+	if got := run(append(query, "--format", "json")...); !strings.Contains(got, `"count":3,"sum":75.5`) {
 		t.Errorf("after compaction:\n%s", got)
 	}
 }
@@ -204,5 +284,47 @@ func TestLakeUsage(t *testing.T) {
 	}
 	if code, out, _ := lakeMain(t, "", "ls", "--lake", filepath.Join(root, "missing")); code != 0 || !strings.Contains(out, "(empty)") {
 		t.Errorf("ls of a missing lake: %d %q", code, out)
+	}
+}
+
+// TestLakeOptionsFromConfig: lake.s3 maps onto lake.Options, with the
+// secret key read from its file; a directory root takes nothing from it.
+func TestLakeOptionsFromConfig(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "s3-secret")
+	if err := os.WriteFile(secret, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load("", []string{"RECKON_LAKE_ROOT=s3://reckon-lake/p", "RECKON_LAKE_S3_ENDPOINT=https://minio:9000",
+		"RECKON_LAKE_S3_ACCESS_KEY_ID=id", "RECKON_LAKE_S3_SECRET_ACCESS_KEY_FILE=" + secret, "RECKON_LAKE_S3_SESSION_TOKEN=tok"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := lakeOptions(cfg.Lake, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := lake.S3Options{Endpoint: "https://minio:9000", AccessKeyID: "id", SecretAccessKey: "from-file", SessionToken: "tok"}
+	if opts.Root != "s3://reckon-lake/p" || opts.S3.String() != want.String() || opts.S3.SecretAccessKey != "from-file" || opts.S3.SessionToken != "tok" {
+		t.Errorf("options = %v", opts)
+	}
+	if opts, err := lakeOptions(cfg.Lake, "/tmp/lake"); err != nil || opts.Root != "/tmp/lake" || opts.S3 != (lake.S3Options{}) {
+		t.Errorf("--lake directory: %v, %v", opts, err)
+	}
+	os.Remove(secret)
+	if _, err := openConfiguredLake(cfg, ""); err == nil || !strings.Contains(err.Error(), "secret_access_key_file") {
+		t.Errorf("missing secret file: %v", err)
+	}
+}
+
+// TestZReportRefusesS3Lake: the Z-report activities still write the
+// zreports table through the file system, so an S3 lake is refused at
+// start rather than writing beside the bucket.
+func TestZReportRefusesS3Lake(t *testing.T) {
+	cfg, err := config.Load("", []string{"RECKON_LAKE_ROOT=s3://reckon-lake", "RECKON_LAKE_S3_REGION=eu-central-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := zreportBatch(cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "local lake.root") {
+		t.Errorf("zreportBatch on an S3 lake: %v", err)
 	}
 }

@@ -71,12 +71,6 @@ type Temporal struct {
 	AllowPlaintextCredentials bool `yaml:"allow_plaintext_credentials"`
 }
 
-// Lake is where the Parquet lake lives.
-type Lake struct {
-	// Root directory of the lake. Default "./.reckon/lake".
-	Root string `yaml:"root"`
-}
-
 // Topics names reckon's non-raw topics; raw topics are named per stream.
 type Topics struct {
 	// Map is the topic map file applied by `reckon topics apply`. Empty
@@ -164,6 +158,13 @@ type StreamWorker struct {
 	// outputs wait at most this after a crash (a restarted instance with the
 	// same name fences it at once). Default 30s.
 	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
+	// CheckpointInterval and CheckpointRecords: a partition's full operator
+	// state is written to the state topic when this much wall time or this
+	// many records have passed since its last checkpoint; in between, each
+	// transaction writes only a small replay log (docs/adr/0012). A restore
+	// re-reads at most this much raw input. Defaults 30s and 500,000.
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+	CheckpointRecords  int64         `yaml:"checkpoint_records"`
 }
 
 // Dev tunes the embedded stack of `reckon dev`.
@@ -352,6 +353,10 @@ func (c *Config) fillDefaults() {
 	}
 	defDur(&c.Stream.CommitInterval, 100*time.Millisecond)
 	defDur(&c.Stream.TickInterval, 250*time.Millisecond)
+	defDur(&c.Stream.CheckpointInterval, 30*time.Second)
+	if c.Stream.CheckpointRecords == 0 {
+		c.Stream.CheckpointRecords = 500_000
+	}
 	defDur(&c.Stream.SessionTimeout, 45*time.Second)
 	defDur(&c.Stream.TransactionTimeout, 30*time.Second)
 	def(&c.Dev.Dir, "./.reckon")
@@ -395,9 +400,7 @@ func (c *Config) Validate() error {
 		bad("temporal.address: required")
 	}
 	errs = append(errs, validateSecurity(c)...)
-	if c.Lake.Root == "" {
-		bad("lake.root: required")
-	}
+	errs = append(errs, validateLake(c.Lake)...)
 	names := map[string]bool{}
 	for i, s := range c.Streams {
 		at := fmt.Sprintf("streams[%d]", i)
@@ -470,6 +473,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Stream.DedupMaxEntries < 1 {
 		bad("stream_worker.dedup_max_entries: must be at least 1")
+	}
+	if c.Stream.CheckpointInterval < 0 {
+		bad("stream_worker.checkpoint_interval: must not be negative")
+	}
+	if c.Stream.CheckpointRecords < 1 {
+		bad("stream_worker.checkpoint_records: must be at least 1")
 	}
 	for _, p := range []struct {
 		name string

@@ -1,0 +1,681 @@
+package lake
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// S3Scheme prefixes an Options.Root on S3-compatible object storage:
+// s3://bucket or s3://bucket/prefix.
+const S3Scheme = "s3://"
+
+// S3Options says how to reach the object store of an s3:// root
+// (docs/adr/0011-lake-object-storage.md). Its String method hides the
+// credentials, so printing Options never shows them.
+type S3Options struct {
+	// Endpoint is the S3 API's base URL: https://host[:port] or
+	// http://host[:port] (MinIO, Ceph, a test fake). The scheme decides
+	// TLS. Default https://s3.<Region>.amazonaws.com.
+	Endpoint string
+	// Region is the bucket's region. Required without Endpoint; with one,
+	// empty means the store is asked (one request, cached).
+	Region string
+	// AccessKeyID, SecretAccessKey and SessionToken sign requests. Empty
+	// AccessKeyID: the AWS_*/MINIO_* environment variables, then the
+	// instance or pod role (IAM).
+	AccessKeyID     string
+	SecretAccessKey string
+	SessionToken    string
+	// TLS configures https endpoints (e.g. a private CA in RootCAs); nil
+	// means the system roots, TLS 1.2 or later.
+	TLS *tls.Config
+	// PartSize: a file larger than this is uploaded in parts of this size
+	// (multipart upload), so memory per write stays bounded. Default 16
+	// MiB; at least 5 MiB (S3's minimum part size).
+	PartSize int64
+	// Transport replaces the HTTP transport (tests). Default: minio-go's,
+	// with TLS.
+	Transport http.RoundTripper
+}
+
+// String describes o without its secrets.
+func (o S3Options) String() string {
+	redact := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "[redacted]"
+	}
+	return fmt.Sprintf("{Endpoint:%s Region:%s AccessKeyID:%s SecretAccessKey:%s SessionToken:%s PartSize:%d}",
+		o.Endpoint, o.Region, o.AccessKeyID, redact(o.SecretAccessKey), redact(o.SessionToken), o.PartSize)
+}
+
+// GoString is String, for %#v.
+func (o S3Options) GoString() string { return "lake.S3Options" + o.String() }
+
+const (
+	minPartSize     = 5 << 20
+	maxPartSize     = 5 << 30
+	defaultPartSize = 16 << 20
+)
+
+// IsS3Root reports whether root names an S3 location (s3://...).
+func IsS3Root(root string) bool { return strings.HasPrefix(root, S3Scheme) }
+
+// parseS3Root splits s3://bucket/prefix into bucket and prefix (without
+// leading or trailing slashes).
+func parseS3Root(root string) (bucket, prefix string, err error) {
+	rest, ok := strings.CutPrefix(root, S3Scheme)
+	if !ok {
+		return "", "", fmt.Errorf("lake: options: Root %q is not an %s URL", root, S3Scheme)
+	}
+	bucket, prefix, _ = strings.Cut(rest, "/")
+	prefix = strings.Trim(prefix, "/")
+	if err := validBucket(bucket); err != nil {
+		return "", "", fmt.Errorf("lake: options: Root %q: %w", root, err)
+	}
+	if strings.ContainsAny(prefix, "?#\\") || prefix != "" && !validKey(prefix) {
+		return "", "", fmt.Errorf("lake: options: Root %q: prefix %q must be a clean path without . or .. elements, ? # or \\", root, prefix)
+	}
+	return bucket, prefix, nil
+}
+
+// validBucket checks S3's bucket naming rules: 3-63 characters of a-z, 0-9,
+// '.' and '-', starting and ending with a letter or digit.
+func validBucket(b string) error {
+	if len(b) < 3 || len(b) > 63 {
+		return fmt.Errorf("bucket %q must be 3 to 63 characters", b)
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			return fmt.Errorf("bucket %q: character %q outside [a-z0-9.-]", b, c)
+		}
+	}
+	if !isAlnum(b[0]) || !isAlnum(b[len(b)-1]) {
+		return fmt.Errorf("bucket %q must start and end with a letter or digit", b)
+	}
+	return nil
+}
+
+func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+
+// endpointURL returns the endpoint o talks to.
+func (o S3Options) endpointURL() (*url.URL, error) {
+	ep := o.Endpoint
+	if ep == "" {
+		ep = "https://s3." + o.Region + ".amazonaws.com"
+	}
+	u, err := url.Parse(ep)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return nil, fmt.Errorf("lake: options: S3.Endpoint %q is not an http(s)://host[:port] URL", o.Endpoint)
+	}
+	return u, nil
+}
+
+func (o S3Options) validate() []error {
+	var errs []error
+	if o.Endpoint == "" && o.Region == "" {
+		errs = append(errs, errors.New("lake: options: S3.Endpoint or S3.Region is required for an s3:// Root"))
+	} else if _, err := o.endpointURL(); err != nil {
+		errs = append(errs, err)
+	}
+	if (o.AccessKeyID == "") != (o.SecretAccessKey == "") {
+		errs = append(errs, errors.New("lake: options: S3.AccessKeyID and S3.SecretAccessKey go together"))
+	}
+	if o.SessionToken != "" && o.AccessKeyID == "" {
+		errs = append(errs, errors.New("lake: options: S3.SessionToken needs S3.AccessKeyID and S3.SecretAccessKey"))
+	}
+	if o.PartSize != 0 && (o.PartSize < minPartSize || o.PartSize > maxPartSize) {
+		errs = append(errs, fmt.Errorf("lake: options: S3.PartSize %d outside 5 MiB..5 GiB", o.PartSize))
+	}
+	return errs
+}
+
+// s3Store keeps the lake under a prefix of a bucket. S3 has no rename: a
+// file becomes visible when its single PUT (or the completion of its
+// multipart upload) succeeds, which is the atomic commit writeAtomic's
+// rename is on disk.
+type s3Store struct {
+	client   *minio.Client
+	core     minio.Core
+	bucket   string
+	prefix   string // without slashes; "" for the bucket's root
+	partSize int64
+}
+
+func newS3Store(root string, o S3Options) (*s3Store, error) {
+	bucket, prefix, err := parseS3Root(root)
+	if err != nil {
+		return nil, err
+	}
+	u, err := o.endpointURL()
+	if err != nil {
+		return nil, err
+	}
+	secure := u.Scheme == "https"
+	tr := o.Transport
+	if tr == nil {
+		t, err := minio.DefaultTransport(secure)
+		if err != nil {
+			return nil, fmt.Errorf("lake: s3 transport: %w", err)
+		}
+		if secure && o.TLS != nil {
+			t.TLSClientConfig = o.TLS.Clone()
+			if t.TLSClientConfig.MinVersion < tls.VersionTLS12 {
+				t.TLSClientConfig.MinVersion = tls.VersionTLS12
+			}
+		}
+		tr = t
+	}
+	creds := credentials.NewStaticV4(o.AccessKeyID, o.SecretAccessKey, o.SessionToken)
+	if o.AccessKeyID == "" {
+		creds = credentials.NewChainCredentials([]credentials.Provider{&credentials.EnvAWS{}, &credentials.EnvMinio{}, &credentials.IAM{}})
+	}
+	c, err := minio.New(u.Host, &minio.Options{Creds: creds, Secure: secure, Transport: tr, Region: o.Region, BucketLookup: minio.BucketLookupAuto})
+	if err != nil {
+		return nil, fmt.Errorf("lake: s3 client: %w", err)
+	}
+	ps := o.PartSize
+	if ps == 0 {
+		ps = defaultPartSize
+	}
+	return &s3Store{client: c, core: minio.Core{Client: c}, bucket: bucket, prefix: prefix, partSize: ps}, nil
+}
+
+// object is the object name of key.
+func (s *s3Store) object(key string) string {
+	if s.prefix == "" {
+		return key
+	}
+	return s.prefix + "/" + key
+}
+
+// dirPrefix is the listing prefix of directory dir ("" is the root).
+func (s *s3Store) dirPrefix(dir string) string {
+	if dir == "" {
+		if s.prefix == "" {
+			return ""
+		}
+		return s.prefix + "/"
+	}
+	return s.object(dir) + "/"
+}
+
+// where names key in messages.
+func (s *s3Store) where(key string) string { return S3Scheme + s.bucket + "/" + s.object(key) }
+
+func (s *s3Store) put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
+	u := &s3Upload{s: s, ctx: ctx, object: s.object(key)}
+	err := write(u)
+	if err == nil {
+		err = u.finish()
+	}
+	if err != nil {
+		u.abort()
+		return 0, fmt.Errorf("lake: write %s: %w", s.where(key), err)
+	}
+	return u.size, nil
+}
+
+// s3Upload buffers a file being written. Up to one part it is sent with a
+// single PUT when the write finishes; a larger file becomes a multipart
+// upload whose parts are sent as they fill, and which is visible only once
+// completed. Either way nothing is visible under the name before the
+// write succeeded.
+type s3Upload struct {
+	s        *s3Store
+	ctx      context.Context
+	object   string
+	buf      []byte
+	size     int64
+	uploadID string // "" until the first part
+	parts    []minio.CompletePart
+	err      error
+}
+
+func (u *s3Upload) Write(p []byte) (int, error) {
+	if u.err != nil {
+		return 0, u.err
+	}
+	n := len(p)
+	for len(p) > 0 {
+		room := int(u.s.partSize) - len(u.buf)
+		take := min(room, len(p))
+		u.buf = append(u.buf, p[:take]...)
+		p = p[take:]
+		if len(u.buf) == int(u.s.partSize) {
+			if u.err = u.sendPart(); u.err != nil {
+				return n - len(p), u.err
+			}
+		}
+	}
+	u.size += int64(n)
+	return n, nil
+}
+
+// sendPart uploads the buffer as the next part, starting the multipart
+// upload first if needed.
+func (u *s3Upload) sendPart() error {
+	if u.uploadID == "" {
+		id, err := u.s.core.NewMultipartUpload(u.ctx, u.s.bucket, u.object, minio.PutObjectOptions{ContentType: contentType(u.object)})
+		if err != nil {
+			return err
+		}
+		u.uploadID = id
+	}
+	num := len(u.parts) + 1
+	part, err := u.s.core.PutObjectPart(u.ctx, u.s.bucket, u.object, u.uploadID, num,
+		bytes.NewReader(u.buf), int64(len(u.buf)), minio.PutObjectPartOptions{Md5Base64: md5Base64(u.buf), DisableContentSha256: true})
+	if err != nil {
+		return err
+	}
+	u.parts = append(u.parts, minio.CompletePart{PartNumber: num, ETag: part.ETag})
+	u.buf = u.buf[:0]
+	return nil
+}
+
+// finish makes the object visible: one PUT, or the last part and the
+// completion of the multipart upload.
+func (u *s3Upload) finish() error {
+	if u.err != nil {
+		return u.err
+	}
+	if u.uploadID == "" {
+		_, err := u.s.core.PutObject(u.ctx, u.s.bucket, u.object, bytes.NewReader(u.buf), int64(len(u.buf)),
+			md5Base64(u.buf), "", minio.PutObjectOptions{ContentType: contentType(u.object), DisableContentSha256: true})
+		return err
+	}
+	if len(u.buf) > 0 {
+		if err := u.sendPart(); err != nil {
+			return err
+		}
+	}
+	_, err := u.s.core.CompleteMultipartUpload(u.ctx, u.s.bucket, u.object, u.uploadID, u.parts, minio.PutObjectOptions{})
+	if err == nil {
+		u.uploadID = ""
+	}
+	return err
+}
+
+// abort discards a started multipart upload. It runs even when ctx was
+// cancelled; an upload it cannot abort is removed by Compact's stale
+// debris sweep or the bucket's lifecycle rule.
+func (u *s3Upload) abort() {
+	if u.uploadID == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(u.ctx), 30*time.Second)
+	defer cancel()
+	u.s.core.AbortMultipartUpload(ctx, u.s.bucket, u.object, u.uploadID)
+	u.uploadID = ""
+}
+
+func md5Base64(b []byte) string {
+	sum := md5.Sum(b)
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+func contentType(name string) string {
+	switch path.Ext(name) {
+	case ".parquet":
+		return "application/vnd.apache.parquet"
+	case ".json":
+		return "application/json"
+	}
+	return "application/octet-stream"
+}
+
+// isNotFound reports whether err says the object (or upload) is missing.
+func isNotFound(err error) bool {
+	switch minio.ToErrorResponse(err).Code {
+	case "NoSuchKey", "NoSuchUpload", "NotFound":
+		return true
+	}
+	return false
+}
+
+func (s *s3Store) readFile(ctx context.Context, key string) ([]byte, error) {
+	rc, _, _, err := s.core.GetObject(ctx, s.bucket, s.object(key), minio.GetObjectOptions{})
+	if isNotFound(err) {
+		return nil, fmt.Errorf("lake: %s: %w", s.where(key), fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lake: read %s: %w", s.where(key), err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, fmt.Errorf("lake: read %s: %w", s.where(key), err)
+	}
+	return b, nil
+}
+
+func (s *s3Store) list(ctx context.Context, dir string) ([]entry, error) {
+	prefix := s.dirPrefix(dir)
+	var out []entry
+	for o := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix}) {
+		if o.Err != nil {
+			return nil, fmt.Errorf("lake: list %s: %w", s.where(dir), o.Err)
+		}
+		name := strings.TrimPrefix(o.Key, prefix)
+		if d, ok := strings.CutSuffix(name, "/"); ok {
+			if d != "" {
+				out = append(out, entry{name: d, dir: true})
+			}
+			continue
+		}
+		if name != "" {
+			out = append(out, entry{name: name, size: o.Size, modTime: o.LastModified})
+		}
+	}
+	slices.SortFunc(out, func(a, b entry) int { return strings.Compare(a.name, b.name) })
+	return out, nil
+}
+
+func (s *s3Store) walk(ctx context.Context, dir string, fn func(key string, e entry) error) error {
+	root := s.dirPrefix("")
+	for o := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.dirPrefix(dir), Recursive: true}) {
+		if o.Err != nil {
+			return fmt.Errorf("lake: walk %s: %w", s.where(dir), o.Err)
+		}
+		key := strings.TrimPrefix(o.Key, root)
+		if key == "" || strings.HasSuffix(key, "/") {
+			continue
+		}
+		if err := fn(key, entry{name: path.Base(key), size: o.Size, modTime: o.LastModified}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *s3Store) remove(ctx context.Context, dir string, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	objs := func(yield func(minio.ObjectInfo) bool) {
+		for _, n := range names {
+			if !yield(minio.ObjectInfo{Key: s.object(joinKey(dir, n))}) {
+				return
+			}
+		}
+	}
+	results, err := s.client.RemoveObjectsWithIter(ctx, s.bucket, objs, minio.RemoveObjectsOptions{})
+	if err != nil {
+		return fmt.Errorf("lake: remove in %s: %w", s.where(dir), err)
+	}
+	var errs []error
+	for r := range results {
+		if r.Err != nil && !isNotFound(r.Err) {
+			errs = append(errs, fmt.Errorf("lake: remove %s: %w", r.ObjectName, r.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lock creates the lock object with a conditional PUT (If-None-Match: *),
+// which S3, MinIO and most compatible stores refuse when it exists. A store
+// that ignores the condition makes the lock advisory only; compaction stays
+// correct without it (ADR 0011).
+func (s *s3Store) lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+	obj := s.object(joinKey(dir, lockName))
+	for attempt := 0; ; attempt++ {
+		opts := minio.PutObjectOptions{ContentType: "text/plain", DisableContentSha256: true}
+		opts.SetMatchETagExcept("*")
+		body := []byte("compaction lock taken at " + now.UTC().Format(time.RFC3339Nano) + "\n")
+		_, err := s.core.PutObject(ctx, s.bucket, obj, bytes.NewReader(body), int64(len(body)), md5Base64(body), "", opts)
+		if err == nil {
+			return func() {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				defer cancel()
+				s.client.RemoveObject(ctx, s.bucket, obj, minio.RemoveObjectOptions{})
+			}, nil
+		}
+		switch minio.ToErrorResponse(err).Code {
+		case "PreconditionFailed", "ConditionalRequestConflict":
+		default:
+			return nil, fmt.Errorf("lake: compact %s: lock: %w", s.where(dir), err)
+		}
+		st, serr := s.client.StatObject(ctx, s.bucket, obj, minio.StatObjectOptions{})
+		if attempt > 0 || serr == nil && now.Sub(st.LastModified) < maxAge {
+			return nil, fmt.Errorf("lake: compact %s: another compaction holds %s", s.where(dir), lockName)
+		}
+		if serr == nil {
+			s.client.RemoveObject(ctx, s.bucket, obj, minio.RemoveObjectOptions{})
+		}
+	}
+}
+
+// removeStale aborts multipart uploads in dir started more than maxAge ago:
+// the S3 counterpart of a crashed write's temporary file.
+func (s *s3Store) removeStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
+	prefix := s.dirPrefix(dir)
+	root := s.dirPrefix("")
+	var gone []string
+	keyMarker, idMarker := "", ""
+	for {
+		res, err := s.core.ListMultipartUploads(ctx, s.bucket, prefix, keyMarker, idMarker, "/", 1000)
+		if isNotFound(err) { // gofakes3 answers NoSuchUpload for a bucket that never had one
+			return gone, nil
+		}
+		if err != nil {
+			return gone, fmt.Errorf("lake: compact %s: list uploads: %w", s.where(dir), err)
+		}
+		for _, up := range res.Uploads {
+			if now.Sub(up.Initiated) < maxAge {
+				continue
+			}
+			if err := s.core.AbortMultipartUpload(ctx, s.bucket, up.Key, up.UploadID); err != nil && !isNotFound(err) {
+				return gone, fmt.Errorf("lake: compact %s: abort upload: %w", s.where(dir), err)
+			}
+			gone = append(gone, strings.TrimPrefix(up.Key, root)+" (upload "+up.UploadID+")")
+		}
+		if !res.IsTruncated {
+			return gone, nil
+		}
+		keyMarker, idMarker = res.NextKeyMarker, res.NextUploadIDMarker
+	}
+}
+
+func (s *s3Store) remote() bool { return true }
+
+// Reads of an S3 object: the footer comes with the open (the file's last
+// tailSize bytes in one GET), column chunks through prefetch (one GET per
+// run of wanted chunks), and anything else through ReadAt, which fetches at
+// least readAhead bytes and keeps the last maxSegments fetches.
+const (
+	tailSize    = 128 << 10
+	readAhead   = 512 << 10
+	maxSegments = 16
+	// coalesceGap: wanted chunks closer than this are fetched in one GET
+	// (the gap costs less to transfer than another round trip).
+	coalesceGap = 256 << 10
+	// maxFetches bounds the GETs one prefetch runs at once.
+	maxFetches = 4
+)
+
+func (s *s3Store) open(ctx context.Context, key string, size int64) (objectReader, error) {
+	o := &s3Object{s: s, ctx: ctx, key: key, size: size}
+	if size < 0 {
+		st, err := s.client.StatObject(ctx, s.bucket, s.object(key), minio.StatObjectOptions{})
+		if isNotFound(err) {
+			return nil, fmt.Errorf("lake: %s: %w", s.where(key), fs.ErrNotExist)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lake: open %s: %w", s.where(key), err)
+		}
+		o.size, o.etag = st.Size, st.ETag
+	}
+	if o.size > 0 {
+		off := max(0, o.size-tailSize)
+		data, err := o.fetch(off, o.size)
+		if err != nil {
+			return nil, err
+		}
+		o.segs = append(o.segs, segment{off, data})
+	}
+	return o, nil
+}
+
+// s3Object reads one object with ranged GETs. Every GET after the first
+// carries If-Match with the first one's ETag, so an object replaced while
+// it is read fails the read instead of mixing two versions.
+type s3Object struct {
+	s    *s3Store
+	ctx  context.Context
+	key  string
+	size int64
+
+	mu   sync.Mutex // protects the following fields
+	etag string
+	segs []segment // fetched spans, least recently used first
+}
+
+type segment struct {
+	off  int64
+	data []byte
+}
+
+func (o *s3Object) Size() int64 { return o.size }
+
+func (o *s3Object) Close() error {
+	o.mu.Lock()
+	o.segs = nil
+	o.mu.Unlock()
+	return nil
+}
+
+func (o *s3Object) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("lake: read %s: negative offset", o.s.where(o.key))
+	}
+	if off >= o.size {
+		return 0, io.EOF
+	}
+	end := min(off+int64(len(p)), o.size)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	seg, ok := o.cached(off, end)
+	if !ok {
+		data, err := o.fetch(off, min(o.size, off+max(end-off, readAhead)))
+		if err != nil {
+			return 0, err
+		}
+		seg = segment{off, data}
+		o.segs = append(o.segs, seg)
+		if len(o.segs) > maxSegments {
+			o.segs = slices.Delete(o.segs, 0, len(o.segs)-maxSegments)
+		}
+	}
+	n := copy(p, seg.data[off-seg.off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// cached returns a fetched segment holding [off, end), marking it used.
+func (o *s3Object) cached(off, end int64) (segment, bool) {
+	for i := len(o.segs) - 1; i >= 0; i-- {
+		sg := o.segs[i]
+		if sg.off <= off && end <= sg.off+int64(len(sg.data)) {
+			o.segs = append(slices.Delete(o.segs, i, i+1), sg)
+			return sg, true
+		}
+	}
+	return segment{}, false
+}
+
+// prefetch fetches ranges (coalescing close ones, a few GETs at a time)
+// and makes them the cache, replacing what earlier reads left there.
+func (o *s3Object) prefetch(ranges []byteRange) error {
+	rs := slices.Clone(ranges)
+	slices.SortFunc(rs, func(a, b byteRange) int { return cmpInt64(a.off, b.off) })
+	var spans []byteRange
+	for _, r := range rs {
+		if r.n <= 0 || r.off < 0 || r.off >= o.size {
+			continue // a corrupt footer's offsets: the decode reports it
+		}
+		if n := len(spans); n > 0 && r.off <= spans[n-1].off+spans[n-1].n+coalesceGap {
+			spans[n-1].n = max(spans[n-1].n, r.off+r.n-spans[n-1].off)
+			continue
+		}
+		spans = append(spans, r)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	segs := make([]segment, len(spans))
+	errs := make([]error, len(spans))
+	sem := make(chan struct{}, maxFetches)
+	var wg sync.WaitGroup
+	for i, sp := range spans {
+		if sg, ok := o.cached(sp.off, sp.off+sp.n); ok {
+			segs[i] = sg
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			data, err := o.fetch(sp.off, min(o.size, sp.off+sp.n))
+			segs[i], errs[i] = segment{sp.off, data}, err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	o.segs = segs
+	return nil
+}
+
+// fetch GETs [off, end) of the object. The caller holds mu, except in
+// open, before the object is shared, and in prefetch's fetches, which only
+// read etag once it is set.
+func (o *s3Object) fetch(off, end int64) ([]byte, error) {
+	opts := minio.GetObjectOptions{}
+	if err := opts.SetRange(off, end-1); err != nil {
+		return nil, fmt.Errorf("lake: read %s: %w", o.s.where(o.key), err)
+	}
+	if o.etag != "" {
+		opts.SetMatchETag(o.etag)
+	}
+	rc, info, _, err := o.s.core.GetObject(o.ctx, o.s.bucket, o.s.object(o.key), opts)
+	if isNotFound(err) {
+		return nil, fmt.Errorf("lake: %s: %w", o.s.where(o.key), fs.ErrNotExist)
+	}
+	if minio.ToErrorResponse(err).Code == "PreconditionFailed" {
+		return nil, fmt.Errorf("%w: %s was replaced while being read", ErrBadFile, o.s.where(o.key))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lake: read %s: %w", o.s.where(o.key), err)
+	}
+	defer rc.Close()
+	if o.etag == "" {
+		o.etag = info.ETag
+	}
+	data := make([]byte, end-off)
+	if _, err := io.ReadFull(rc, data); err != nil {
+		return nil, fmt.Errorf("lake: read %s bytes %d-%d: %w", o.s.where(o.key), off, end-1, err)
+	}
+	return data, nil
+}

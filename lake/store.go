@@ -1,0 +1,249 @@
+package lake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// storage is where a lake keeps its files: a local directory (localStore)
+// or a bucket prefix on S3-compatible object storage (s3Store, ADR 0011).
+// Keys are slash-separated paths relative to the lake root, the same on
+// both ("raw/topic=t/event_date=2026-11-07/event_hour=08/t-0-1-9.parquet");
+// a "directory" is a key prefix. Every method is safe for concurrent use.
+type storage interface {
+	// put makes key hold exactly what write writes, visible to readers and
+	// listings only once write returned nil and the content is durable: a
+	// failed or interrupted put leaves the previous content (or nothing)
+	// under key. It returns the size written.
+	put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error)
+	// open opens key for random reads. size is the object's size when the
+	// caller knows it from a listing, or -1.
+	open(ctx context.Context, key string, size int64) (objectReader, error)
+	// readFile returns the content of key; an error wrapping
+	// fs.ErrNotExist when there is none.
+	readFile(ctx context.Context, key string) ([]byte, error)
+	// list returns the entries directly under dir (files and
+	// subdirectories, hidden names included) in name order. A directory
+	// that does not exist is empty.
+	list(ctx context.Context, dir string) ([]entry, error)
+	// walk calls fn with every file under dir at any depth, in key order,
+	// the key relative to the lake root.
+	walk(ctx context.Context, dir string, fn func(key string, e entry) error) error
+	// remove deletes files of one directory; missing ones are not an error.
+	remove(ctx context.Context, dir string, names []string) error
+	// lock takes the compaction lock of dir, taking over a lock older than
+	// maxAge by now; unlock releases it.
+	lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (unlock func(), err error)
+	// removeStale removes what writes that crashed left in dir (temporary
+	// files, unfinished multipart uploads) that is older than maxAge by
+	// now, and returns their keys.
+	removeStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error)
+	// remote reports whether reads cost a network round trip each, so
+	// readers should fetch column chunks in few, larger requests.
+	remote() bool
+}
+
+// entry is one name in a listing.
+type entry struct {
+	name    string
+	dir     bool
+	size    int64
+	modTime time.Time
+}
+
+// objectReader is an open lake file: what parquet.OpenFile needs.
+type objectReader interface {
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}
+
+// prefetcher is implemented by objectReaders of remote storage: fetch the
+// byte ranges [off, off+n) now, in as few requests as reasonable, so the
+// ReadAt calls that follow are served from memory.
+type prefetcher interface {
+	prefetch(ranges []byteRange) error
+}
+
+// byteRange is a span of a file.
+type byteRange struct{ off, n int64 }
+
+// joinKey joins key elements with "/".
+func joinKey(elem ...string) string { return path.Join(elem...) }
+
+// validKey reports whether key names a file under the lake root: relative,
+// clean, no "." or ".." elements.
+func validKey(key string) bool {
+	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "\\") || path.Clean(key) != key {
+		return false
+	}
+	for _, e := range strings.Split(key, "/") {
+		if e == "." || e == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// localStore keeps the lake in a directory: today's on-disk layout, written
+// through writeAtomic (hidden temp file, fsync, rename, directory fsync) so
+// existing lakes and DuckDB/Spark globs keep working unchanged.
+type localStore struct {
+	root string
+}
+
+func (s *localStore) path(key string) string { return filepath.Join(s.root, filepath.FromSlash(key)) }
+
+func (s *localStore) put(_ context.Context, key string, write func(w io.Writer) error) (int64, error) {
+	p := s.path(key)
+	return writeAtomic(filepath.Dir(p), filepath.Base(p), write)
+}
+
+// localFile is an *os.File with its size: reads go straight to the file.
+type localFile struct {
+	*os.File
+	size int64
+}
+
+func (f localFile) Size() int64 { return f.size }
+
+func (s *localStore) open(_ context.Context, key string, _ int64) (objectReader, error) {
+	f, err := os.Open(s.path(key))
+	if err != nil {
+		return nil, fmt.Errorf("lake: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lake: %w", err)
+	}
+	return localFile{f, st.Size()}, nil
+}
+
+func (s *localStore) readFile(_ context.Context, key string) ([]byte, error) {
+	b, err := os.ReadFile(s.path(key))
+	if err != nil {
+		return nil, fmt.Errorf("lake: %w", err)
+	}
+	return b, nil
+}
+
+func (s *localStore) list(_ context.Context, dir string) ([]entry, error) {
+	des, err := os.ReadDir(s.path(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lake: list: %w", err)
+	}
+	out := make([]entry, 0, len(des))
+	for _, d := range des {
+		e := entry{name: d.Name(), dir: d.IsDir()}
+		if !e.dir {
+			info, err := d.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed since ReadDir
+			}
+			if err != nil {
+				return nil, fmt.Errorf("lake: list: %w", err)
+			}
+			e.size, e.modTime = info.Size(), info.ModTime()
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (s *localStore) walk(_ context.Context, dir string, fn func(key string, e entry) error) error {
+	base := s.path(dir)
+	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == base && errors.Is(err, fs.ErrNotExist) {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(s.root, p)
+		if err != nil {
+			return err
+		}
+		return fn(filepath.ToSlash(rel), entry{name: d.Name(), size: info.Size(), modTime: info.ModTime()})
+	})
+	if err != nil {
+		return fmt.Errorf("lake: walk %s: %w", dir, err)
+	}
+	return nil
+}
+
+func (s *localStore) remove(_ context.Context, dir string, names []string) error {
+	return removeSync(s.path(dir), names)
+}
+
+// lockName is the hidden lock file of a compaction.
+const lockName = ".compact.lock"
+
+func (s *localStore) lock(_ context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+	p := filepath.Join(s.path(dir), lockName)
+	for attempt := 0; ; attempt++ {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err == nil {
+			f.Close()
+			return func() { os.Remove(p) }, nil
+		}
+		if !errors.Is(err, os.ErrExist) || attempt > 0 {
+			return nil, fmt.Errorf("lake: compact %s: lock: %w", dir, err)
+		}
+		st, serr := os.Stat(p)
+		if serr != nil || now.Sub(st.ModTime()) < maxAge {
+			return nil, fmt.Errorf("lake: compact %s: another compaction holds %s", dir, lockName)
+		}
+		os.Remove(p)
+	}
+}
+
+func (s *localStore) removeStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
+	es, err := s.list(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	var names, gone []string
+	for _, e := range es {
+		if e.dir || !isTemp(e.name) || now.Sub(e.modTime) < maxAge {
+			continue
+		}
+		names = append(names, e.name)
+		gone = append(gone, joinKey(dir, e.name))
+	}
+	return gone, removeSync(s.path(dir), names)
+}
+
+func (s *localStore) remote() bool { return false }
+
+// visibleFiles returns the names of the visible files in es with suffix,
+// in name order.
+func visibleFiles(es []entry, suffix string) []string {
+	var out []string
+	for _, e := range es {
+		if !e.dir && !hidden(e.name) && strings.HasSuffix(e.name, suffix) {
+			out = append(out, e.name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
