@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -14,7 +15,6 @@ import (
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/ledger"
-	"reckon/streaming/operator"
 )
 
 // This file holds read-only inspection helpers for the conservation check
@@ -27,36 +27,52 @@ const maxStatePartitions = 256
 // CommittedStats sums the committed operator counters of stream s over its
 // raw topic's partitions, read from the state topic (read_committed), and
 // returns the lowest watermark among them (zero when no partition has one).
+// Each partition is restored as a worker would: checkpoint + replay log.
 func CommittedStats(ctx context.Context, cfg *config.Config, s config.Stream) (accepted, duplicates, late int64, minWatermark time.Time, err error) {
+	w, err := New(cfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		return 0, 0, 0, time.Time{}, err
+	}
 	want := map[string]bool{}
 	for p := int32(0); p < maxStatePartitions; p++ {
-		want[stateKey(s.Name, s.Topic, p)] = true
+		maps.Copy(want, w.stateKeys(tp{s.Topic, p}))
 	}
 	snaps, err := loadState(ctx, cfg, want)
 	if err != nil {
 		return 0, 0, 0, time.Time{}, err
 	}
-	for k, snap := range snaps {
-		op, err := operator.New(operatorOptions(s, cfg.Stream))
+	for p := int32(0); p < maxStatePartitions; p++ {
+		k := tp{s.Topic, p}
+		found := false
+		for key := range w.stateKeys(k) {
+			_, ok := snaps[key]
+			found = found || ok
+		}
+		if !found {
+			continue
+		}
+		part, err := w.restore(ctx, k, -1, snaps)
 		if err != nil {
 			return 0, 0, 0, time.Time{}, err
 		}
-		if err := op.Restore(snap.state); err != nil {
-			return 0, 0, 0, time.Time{}, fmt.Errorf("streaming: state %s: %w", k, err)
+		for _, so := range part.ops {
+			if so.cfg.Name != s.Name {
+				continue
+			}
+			if wm, ok := so.op.Watermark(); ok && (minWatermark.IsZero() || wm.Before(minWatermark)) {
+				minWatermark = wm
+			}
+			st := so.op.Stats()
+			accepted += int64(st.Accepted)
+			duplicates += int64(st.Duplicates)
+			late += int64(st.Late)
 		}
-		if wm, ok := op.Watermark(); ok && (minWatermark.IsZero() || wm.Before(minWatermark)) {
-			minWatermark = wm
-		}
-		st := op.Stats()
-		accepted += int64(st.Accepted)
-		duplicates += int64(st.Duplicates)
-		late += int64(st.Late)
 	}
 	return accepted, duplicates, late, minWatermark, nil
 }
 
 // ReadTopic reads every committed record of topic from the start and calls
-// fn for each, returning once a poll brings nothing within idle.
+// fn for each, returning once nothing arrives for idle.
 func ReadTopic(ctx context.Context, cfg *config.Config, topic string, idle time.Duration, fn func(*kgo.Record)) error {
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "verify"),
 		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -68,6 +84,7 @@ func ReadTopic(ctx context.Context, cfg *config.Config, topic string, idle time.
 	for {
 		pctx, cancel := context.WithTimeout(ctx, idle)
 		fs := cl.PollFetches(pctx)
+		waited := pctx.Err() != nil
 		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -81,7 +98,10 @@ func ReadTopic(ctx context.Context, cfg *config.Config, topic string, idle time.
 		if ferr != nil {
 			return ferr
 		}
-		if fs.NumRecords() == 0 {
+		// A poll can end early with no records (a batch of aborted
+		// transactions' records, filtered out): only a whole idle wait
+		// without records means the end.
+		if fs.NumRecords() == 0 && waited {
 			return nil
 		}
 		fs.EachRecord(fn)

@@ -15,6 +15,7 @@ type workerMetrics struct {
 	records, accepted, duplicates, late, featureLate         *metrics.Vec
 	deadLetters, unroutedRecs, panes, committedRecs, commits *metrics.Vec
 	watermark, watermarkLag, consumerLag, dedup, win         *metrics.Vec
+	checkpoints, produceFailures                             *metrics.Vec
 }
 
 func newWorkerMetrics(r *metrics.Registry) *workerMetrics {
@@ -22,21 +23,23 @@ func newWorkerMetrics(r *metrics.Registry) *workerMetrics {
 		r = metrics.NewRegistry()
 	}
 	return &workerMetrics{
-		records:       r.Counter("reckon_stream_records_total", "Valid records offered to a stream's operator.", "stream"),
-		accepted:      r.Counter("reckon_stream_accepted_total", "Records applied to windows and/or features.", "stream"),
-		duplicates:    r.Counter("reckon_stream_duplicates_total", "Records dropped as repeated event_id (counted, not applied).", "stream"),
-		late:          r.Counter("reckon_stream_late_total", "Records sent to the late side output.", "stream"),
-		featureLate:   r.Counter("reckon_stream_feature_late_total", "Records counted in a window but too late for rolling features.", "stream"),
-		deadLetters:   r.Counter("reckon_stream_dead_letters_total", "Records sent to the DLQ, by stage (gate, process).", "topic", "stage"),
-		unroutedRecs:  r.Counter("reckon_stream_unrouted_total", "Valid records of a type no stream on the topic aggregates.", "topic"),
-		panes:         r.Counter("reckon_stream_panes_total", "Panes published, by timing.", "stream", "timing"),
-		committedRecs: r.Counter("reckon_stream_output_records_total", "Records published in committed transactions (outputs and state)."),
-		commits:       r.Counter("reckon_stream_transactions_total", "Committed transactions."),
-		watermark:     r.Gauge("reckon_stream_watermark_seconds", "Partition watermark (Unix seconds).", "stream", "topic", "partition"),
-		watermarkLag:  r.Gauge("reckon_stream_watermark_lag_seconds", "Processing time minus watermark.", "stream", "topic", "partition"),
-		consumerLag:   r.Gauge("reckon_stream_consumer_lag_records", "High watermark minus next offset.", "topic", "partition"),
-		dedup:         r.Gauge("reckon_stream_dedup_entries", "Event ids remembered for dedup.", "stream", "topic", "partition"),
-		win:           r.Gauge("reckon_stream_windows", "Window states held.", "stream", "topic", "partition"),
+		records:         r.Counter("reckon_stream_records_total", "Valid records offered to a stream's operator.", "stream"),
+		accepted:        r.Counter("reckon_stream_accepted_total", "Records applied to windows and/or features.", "stream"),
+		duplicates:      r.Counter("reckon_stream_duplicates_total", "Records dropped as repeated event_id (counted, not applied).", "stream"),
+		late:            r.Counter("reckon_stream_late_total", "Records sent to the late side output.", "stream"),
+		featureLate:     r.Counter("reckon_stream_feature_late_total", "Records counted in a window but too late for rolling features.", "stream"),
+		deadLetters:     r.Counter("reckon_stream_dead_letters_total", "Records sent to the DLQ, by stage (gate, process).", "topic", "stage"),
+		unroutedRecs:    r.Counter("reckon_stream_unrouted_total", "Valid records of a type no stream on the topic aggregates.", "topic"),
+		panes:           r.Counter("reckon_stream_panes_total", "Panes published, by timing.", "stream", "timing"),
+		committedRecs:   r.Counter("reckon_stream_output_records_total", "Records published in committed transactions (outputs and state)."),
+		commits:         r.Counter("reckon_stream_transactions_total", "Committed transactions."),
+		watermark:       r.Gauge("reckon_stream_watermark_seconds", "Partition watermark (Unix seconds).", "stream", "topic", "partition"),
+		watermarkLag:    r.Gauge("reckon_stream_watermark_lag_seconds", "Processing time minus watermark.", "stream", "topic", "partition"),
+		consumerLag:     r.Gauge("reckon_stream_consumer_lag_records", "High watermark minus next offset.", "topic", "partition"),
+		dedup:           r.Gauge("reckon_stream_dedup_entries", "Event ids remembered for dedup.", "stream", "topic", "partition"),
+		win:             r.Gauge("reckon_stream_windows", "Window states held.", "stream", "topic", "partition"),
+		produceFailures: r.Counter("reckon_stream_produce_failures_total", "Output records the broker refused (their transaction is aborted and retried; alert on any)."),
+		checkpoints:     r.Counter("reckon_stream_checkpoints_total", "Full operator-state checkpoints written (replay log in between).", "topic"),
 	}
 }
 
@@ -55,6 +58,8 @@ func (m *workerMetrics) verdict(stream string, v operator.Verdict) {
 	}
 }
 
+func (m *workerMetrics) produceFailed(n int)      { m.produceFailures.With().Add(float64(n)) }
+func (m *workerMetrics) checkpoint(topic string)  { m.checkpoints.With(topic).Add(1) }
 func (m *workerMetrics) dead(topic, stage string) { m.deadLetters.With(topic, stage).Add(1) }
 func (m *workerMetrics) unrouted(topic string)    { m.unroutedRecs.With(topic).Add(1) }
 func (m *workerMetrics) pane(stream string, t event.Timing) {

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -272,7 +273,8 @@ func startChild(t *testing.T, cfg *config.Config, instance string) *child {
 		"RECKON_KAFKA_BROKERS="+strings.Join(cfg.Kafka.Brokers, ","), "RECKON_STREAM_WORKER_INSTANCE="+instance,
 		"RECKON_STREAM_WORKER_COMMIT_INTERVAL="+cfg.Stream.CommitInterval.String(), "RECKON_METRICS_ADDR=",
 		"RECKON_STREAM_WORKER_SESSION_TIMEOUT="+cfg.Stream.SessionTimeout.String(),
-		"RECKON_STREAM_WORKER_TRANSACTION_TIMEOUT="+cfg.Stream.TransactionTimeout.String())
+		"RECKON_STREAM_WORKER_TRANSACTION_TIMEOUT="+cfg.Stream.TransactionTimeout.String(),
+		"RECKON_STREAM_WORKER_CHECKPOINT_RECORDS="+strconv.FormatInt(cfg.Stream.CheckpointRecords, 10))
 	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$"), log: &logBuf{}}
 	c.cmd.Env = env
 	c.cmd.Stderr = c.log

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -20,14 +21,82 @@ func stateKey(stream, topic string, partition int32) string {
 	return stream + "|" + topic + "|" + strconv.FormatInt(int64(partition), 10)
 }
 
-// Header carrying, on a state record, the raw offset the snapshot is the
-// state before: the next record to process.
-const headerNextOffset = "reckon.next_offset"
+// logKey is the state topic's record key of one raw partition's replay
+// log ('#' cannot start a stream name, so it never collides with a
+// stateKey).
+func logKey(topic string, partition int32) string {
+	return "#log|" + topic + "|" + strconv.FormatInt(int64(partition), 10)
+}
 
-// snapshot is one committed operator state.
+// Headers of state records: the raw offset the record is the state before
+// (the next record to process), and the checkpoint epoch it belongs to.
+const (
+	headerNextOffset = "reckon.next_offset"
+	headerEpoch      = "reckon.epoch"
+	// headerChunks: a checkpoint larger than chunkBytes is written as this
+	// many records, keys stateKey, stateKey#1, stateKey#2, ... in one
+	// transaction (a broker refuses records over max.message.bytes; a
+	// million remembered event ids alone are ~19 MB).
+	headerChunks = "reckon.chunks"
+)
+
+// chunkBytes is the largest state record value written (a variable so
+// tests can make every checkpoint span several records).
+var chunkBytes = 4 << 20
+
+// chunkKey is the key of chunk i of a checkpoint.
+func chunkKey(key string, i int) string {
+	if i == 0 {
+		return key
+	}
+	return key + "#" + strconv.Itoa(i)
+}
+
+// baseKey strips a chunk suffix from a state record key.
+func baseKey(k string) string {
+	if i := strings.LastIndexByte(k, '#'); i > strings.LastIndexByte(k, '|') && i > 0 {
+		return k[:i]
+	}
+	return k
+}
+
+// chunked splits a checkpoint value into record values of at most
+// chunkBytes.
+func chunked(v []byte) [][]byte {
+	var out [][]byte
+	for len(v) > chunkBytes {
+		out = append(out, v[:chunkBytes])
+		v = v[chunkBytes:]
+	}
+	return append(out, v)
+}
+
+// checkpointOf reassembles the checkpoint stored under key from its chunks;
+// ok is false when there is none.
+func checkpointOf(snaps map[string]snapshot, key string) (snap snapshot, ok bool, err error) {
+	snap, ok = snaps[key]
+	if !ok || snap.chunks <= 1 {
+		return snap, ok, nil
+	}
+	buf := append([]byte(nil), snap.state...)
+	for i := 1; i < snap.chunks; i++ {
+		c, found := snaps[chunkKey(key, i)]
+		if !found || c.epoch != snap.epoch || c.next != snap.next || c.chunks != snap.chunks {
+			return snapshot{}, false, fmt.Errorf("state %s: chunk %d of %d of checkpoint %d missing or from another checkpoint", key, i, snap.chunks, snap.epoch)
+		}
+		buf = append(buf, c.state...)
+	}
+	snap.state = buf
+	return snap, true, nil
+}
+
+// snapshot is one committed state record: an operator checkpoint or a
+// partition's replay log.
 type snapshot struct {
-	state []byte
-	next  int64 // next raw offset to process; -1 when unknown
+	state  []byte
+	next   int64 // next raw offset to process; -1 when unknown
+	epoch  int64 // checkpoint epoch; 0 for records written before epochs
+	chunks int   // records the checkpoint is split into; 0 or 1 = one
 }
 
 // loadState reads the committed snapshots of the given keys from the
@@ -77,11 +146,14 @@ func loadState(ctx context.Context, cfg *config.Config, want map[string]bool) (m
 		// nothing within the wait means everything readable was read.
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		fetches := cl.PollFetches(pctx)
+		waited := pctx.Err() != nil
 		cancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if fetches.NumRecords() == 0 {
+		// A poll may also end early with nothing: records of aborted
+		// transactions filtered out. Only a whole wait counts.
+		if fetches.NumRecords() == 0 && waited {
 			break
 		}
 		for _, fe := range fetches.Errors() {
@@ -94,7 +166,7 @@ func loadState(ctx context.Context, cfg *config.Config, want map[string]bool) (m
 				delete(remaining, r.Partition)
 			}
 			k := string(r.Key)
-			if !want[k] {
+			if !want[baseKey(k)] {
 				return
 			}
 			if len(r.Value) == 0 {
@@ -103,10 +175,15 @@ func loadState(ctx context.Context, cfg *config.Config, want map[string]bool) (m
 			}
 			snap := snapshot{state: r.Value, next: -1}
 			for _, h := range r.Headers {
-				if h.Key == headerNextOffset {
-					if n, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
-						snap.next = n
-					}
+				n, err := strconv.ParseInt(string(h.Value), 10, 64)
+				switch {
+				case err != nil:
+				case h.Key == headerNextOffset:
+					snap.next = n
+				case h.Key == headerEpoch:
+					snap.epoch = n
+				case h.Key == headerChunks && n > 0 && n < 1<<20:
+					snap.chunks = int(n)
 				}
 			}
 			out[k] = snap

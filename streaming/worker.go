@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,6 +38,10 @@ type Worker struct {
 	attempts map[recordRef]int
 
 	buf []byte // scratch for encoding
+
+	// replaying is set while a restore replays committed records through
+	// the operators: outputs, metrics and retry counting are suppressed.
+	replaying bool
 }
 
 type tp struct {
@@ -55,7 +60,16 @@ type partition struct {
 	tp
 	ops     []*streamOp
 	next    int64 // next offset expected
-	touched bool  // changed since the last commit
+	touched bool  // records processed or ticked since the last commit
+
+	// Checkpoint and replay log (replaylog.go). log holds the committed
+	// entries since the checkpoint; this transaction's entry is tickAt and
+	// skipped, appended at commit.
+	log       replayLog
+	sinceCkpt int64     // records processed since the checkpoint
+	ckptWall  time.Time // wall time of the checkpoint, or of the restore
+	tickAt    int64     // this transaction's tick (Unix ns), 0 if none
+	skipped   []int64   // offsets this transaction dead-lettered unprocessed
 
 	// The processing clock of the operators is the Kafka record timestamp
 	// (arrival). Between records it advances with the wall clock from the
@@ -143,7 +157,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(onRevoke),
 		kgo.OnPartitionsLost(onRevoke),
 		kgo.ProducerLinger(0),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchCompression(kgo.SnappyCompression()),
 	)...)
 	if err != nil {
 		return fmt.Errorf("streaming: %w", err)
@@ -151,6 +165,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer sess.Close()
 	w.log.Info("stream worker consuming", "group", w.cfg.Stream.Group, "topics", topics, "transactional_id", txnID)
 
+	// A shutdown (ctx ending) still finishes the open transaction: what was
+	// processed is committed, not left to the next owner to redo.
+	octx := context.WithoutCancel(ctx)
 	lastTick := time.Time{}
 	for ctx.Err() == nil {
 		// One transaction gathers every poll for up to CommitInterval:
@@ -159,7 +176,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err := sess.Begin(); err != nil {
 			return fmt.Errorf("streaming: begin: %w", err)
 		}
-		var recs []*kgo.Record
+		// Outputs are produced as they are made, so their delivery
+		// overlaps processing; End only flushes the rest and commits.
+		produced := 0
+		var perr produceErrors
+		emit := func(rs []*kgo.Record) {
+			for _, r := range rs {
+				sess.Produce(octx, r, perr.promise)
+			}
+			produced += len(rs)
+		}
 		var failed *recordRef
 		txnStart := w.now()
 		for failed == nil && ctx.Err() == nil {
@@ -167,12 +193,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			if wait <= 0 {
 				break
 			}
-			failed = w.pollOnce(ctx, sess, revoked, wait, &recs)
+			failed = w.pollOnce(ctx, sess, revoked, wait, emit)
 		}
-		if ctx.Err() != nil {
-			break
-		}
-		if now := w.now(); failed == nil && now.Sub(lastTick) >= w.cfg.Stream.TickInterval {
+		stopping := ctx.Err() != nil
+		if now := w.now(); failed == nil && !stopping && now.Sub(lastTick) >= w.cfg.Stream.TickInterval {
 			lastTick = now
 			for _, part := range w.parts {
 				proc, ok := part.procNow(now)
@@ -181,31 +205,47 @@ func (w *Worker) Run(ctx context.Context) error {
 				}
 				for _, so := range part.ops {
 					so.op.Tick(proc, &so.out)
-					if so.out.Len() > 0 {
-						part.touched = true
-					}
 				}
-				recs = append(recs, w.drainOutputs(part, nil)...)
+				// Every tick goes into the replay log, even one with no
+				// output: it may have advanced an idle watermark.
+				part.tickAt, part.touched = proc.UnixNano(), true
+				emit(w.drainOutputs(part, nil))
 			}
 		}
 		if failed != nil {
 			// Abort: outputs, state and offsets of this iteration are
 			// discarded; the consumer rewinds and the operators reload the
 			// committed state.
-			w.abort(ctx, sess)
+			w.abort(ctx, octx, sess)
 			continue
 		}
+		now := w.now()
 		for _, part := range w.parts {
 			if part.touched {
-				recs = append(recs, w.stateRecord(part)...)
+				emit(w.stateRecords(part, now))
 			}
 		}
-		for _, r := range recs {
-			sess.Produce(ctx, r, nil)
+		// A record the broker refused must not be committed past: flush,
+		// and abort on any failure (End would commit the rest regardless).
+		ectx, cancel := context.WithTimeout(octx, w.cfg.Stream.TransactionTimeout)
+		if err := sess.Client().Flush(ectx); err == nil {
+			if r, n, perrFirst := perr.first(); perrFirst != nil {
+				cancel()
+				w.m.produceFailed(n)
+				w.log.Error("outputs refused by the broker; transaction aborted and retried", "failed", n,
+					"topic", r.Topic, "partition", r.Partition, "key_bytes", len(r.Key), "value_bytes", len(r.Value), "err", perrFirst)
+				w.abort(ctx, octx, sess)
+				if stopping {
+					break
+				}
+				continue
+			}
 		}
-		committed, err := sess.End(ctx, kgo.TryCommit)
+		committed, err := sess.End(ectx, kgo.TryCommit)
+		cancel()
 		if err != nil {
-			if ctx.Err() != nil {
+			if stopping {
+				w.log.Warn("last transaction not committed at shutdown; the next owner redoes it", "err", err)
 				break
 			}
 			return fmt.Errorf("streaming: end transaction: %w", err)
@@ -215,10 +255,13 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.dropAll()
 			continue
 		}
-		w.m.committed(len(recs))
+		w.m.committed(produced)
 		for _, part := range w.parts {
 			part.touched = false
 			w.m.observe(part)
+		}
+		if stopping {
+			break
 		}
 	}
 	w.log.Info("stream worker stopping")
@@ -226,9 +269,9 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // pollOnce polls for at most wait and runs what arrived through the
-// partitions' operators, appending the records to publish to recs. It
+// partitions' operators, handing the records to publish to emit. It
 // returns the record that failed processing, if any.
-func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, revoked chan []tp, wait time.Duration, recs *[]*kgo.Record) *recordRef {
+func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, revoked chan []tp, wait time.Duration, emit func([]*kgo.Record)) *recordRef {
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	fetches := sess.PollFetches(pctx)
 	cancel()
@@ -268,8 +311,9 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 				failed = &recordRef{part.tp, r.Offset}
 				return
 			}
-			*recs = append(*recs, out...)
+			emit(out)
 			part.next = r.Offset + 1
+			part.sinceCkpt++
 			part.touched = true
 			if r.Timestamp.After(part.lastArrival) {
 				part.lastArrival = r.Timestamp
@@ -281,8 +325,10 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 	return failed
 }
 
-func (w *Worker) abort(ctx context.Context, sess *kgo.GroupTransactSession) {
-	if _, err := sess.End(ctx, kgo.TryAbort); err != nil && ctx.Err() == nil {
+func (w *Worker) abort(ctx, octx context.Context, sess *kgo.GroupTransactSession) {
+	actx, cancel := context.WithTimeout(octx, w.cfg.Stream.TransactionTimeout)
+	defer cancel()
+	if _, err := sess.End(actx, kgo.TryAbort); err != nil {
 		w.log.Warn("abort", "err", err)
 	}
 	w.dropAll()
@@ -307,42 +353,89 @@ func (w *Worker) dropAll() {
 
 // partitionFor returns the partition's state, loading it from the state
 // topic on first use. first is the offset of the first record fetched: the
-// committed snapshot must describe the state just before it (or later, in
+// committed state must describe the state just before it (or later, in
 // which case the already-counted records are skipped).
 func (w *Worker) partitionFor(ctx context.Context, k tp, first int64) (*partition, error) {
 	if p, ok := w.parts[k]; ok {
 		return p, nil
 	}
-	streams := w.byTopic[k.topic]
-	want := map[string]bool{}
-	for _, s := range streams {
-		want[stateKey(s.Name, k.topic, k.partition)] = true
-	}
-	snaps, err := loadState(ctx, w.cfg, want)
+	snaps, err := loadState(ctx, w.cfg, w.stateKeys(k))
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{tp: k, next: first}
-	for i, s := range streams {
+	p, err := w.restore(ctx, k, first, snaps)
+	if err != nil {
+		return nil, err
+	}
+	w.parts[k] = p
+	w.log.Info("partition assigned", "topic", k.topic, "partition", k.partition, "resume_offset", p.next,
+		"checkpoint_epoch", p.log.epoch, "checkpoint_offset", p.log.from, "replayed_transactions", len(p.log.entries))
+	return p, nil
+}
+
+// stateKeys are the state-topic keys of raw partition k: one checkpoint per
+// stream reading the topic, and the partition's replay log.
+func (w *Worker) stateKeys(k tp) map[string]bool {
+	want := map[string]bool{logKey(k.topic, k.partition): true}
+	for _, s := range w.byTopic[k.topic] {
+		want[stateKey(s.Name, k.topic, k.partition)] = true
+	}
+	return want
+}
+
+// restore rebuilds raw partition k's committed state from the loaded
+// state records: each operator from its checkpoint, then the raw records
+// after the checkpoint replayed through the replay log. first, when not
+// negative, is the committed consumer offset the state must reach.
+func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[string]snapshot) (*partition, error) {
+	p := &partition{tp: k, next: first, ckptWall: w.now()}
+	epoch, from, haveCkpt := int64(0), int64(-1), false
+	for _, s := range w.byTopic[k.topic] {
 		op, err := operator.New(operatorOptions(s, w.cfg.Stream))
 		if err != nil {
 			return nil, err
 		}
-		if snap, ok := snaps[stateKey(s.Name, k.topic, k.partition)]; ok {
-			if snap.next >= 0 && snap.next < first {
-				return nil, fmt.Errorf("state of %s is at offset %d but the committed offset is %d: state not yet visible", stateKey(s.Name, k.topic, k.partition), snap.next, first)
-			}
+		key := stateKey(s.Name, k.topic, k.partition)
+		snap, ok, err := checkpointOf(snaps, key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			if err := op.Restore(snap.state); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("state %s: %w", key, err)
 			}
-			if i == 0 || snap.next > p.next {
-				p.next = max(snap.next, first)
+			if haveCkpt && (snap.epoch != epoch || snap.next != from) {
+				return nil, fmt.Errorf("state %s is checkpoint %d at offset %d, other streams of the partition are at %d/%d", key, snap.epoch, snap.next, epoch, from)
 			}
+			epoch, from, haveCkpt = snap.epoch, snap.next, true
 		}
 		p.ops = append(p.ops, &streamOp{cfg: s, op: op, keyPath: "data." + s.KeyField, valuePath: "data." + s.ValueField})
 	}
-	w.parts[k] = p
-	w.log.Info("partition assigned", "topic", k.topic, "partition", k.partition, "resume_offset", p.next, "restored", len(snaps))
+	p.log = replayLog{epoch: epoch, from: from}
+	if lg, ok := snaps[logKey(k.topic, k.partition)]; ok && (!haveCkpt || lg.epoch == epoch) {
+		l, err := decodeLog(lg.state)
+		if err != nil {
+			return nil, fmt.Errorf("state %s: %w", logKey(k.topic, k.partition), err)
+		}
+		if l.epoch != lg.epoch || (haveCkpt && l.from != from) {
+			return nil, fmt.Errorf("state %s: log of checkpoint %d from offset %d does not continue checkpoint %d at offset %d", logKey(k.topic, k.partition), l.epoch, l.from, epoch, from)
+		}
+		p.log = *l
+	}
+	if p.log.from < 0 {
+		// Nothing committed yet: a fresh start at the consumer offset.
+		p.log.from = max(first, 0)
+		p.next = p.log.from
+		return p, nil
+	}
+	end := p.log.end()
+	if first >= 0 && end < first {
+		return nil, fmt.Errorf("state of %s/%d is at offset %d but the committed offset is %d: state not yet visible", k.topic, k.partition, end, first)
+	}
+	if err := w.replay(ctx, p); err != nil {
+		return nil, err
+	}
+	p.next = max(end, first)
 	return p, nil
 }
 
@@ -352,8 +445,9 @@ func (w *Worker) partitionFor(ctx context.Context, k tp, first int64) (*partitio
 // MaxAttempts failures the record is dead-lettered instead.
 func (w *Worker) processRecord(part *partition, r *kgo.Record) (out []*kgo.Record, ok bool) {
 	ref := recordRef{part.tp, r.Offset}
-	if n := w.attempts[ref]; n >= w.cfg.Stream.MaxAttempts {
+	if n := w.attempts[ref]; n >= w.cfg.Stream.MaxAttempts && !w.replaying {
 		delete(w.attempts, ref)
+		part.skipped = append(part.skipped, r.Offset)
 		w.m.dead(part.topic, "process")
 		return []*kgo.Record{w.deadLetter(r, event.DeadLetter{
 			Reason: "process: failed " + strconv.Itoa(n) + " times", Reasons: []string{"process: failed " + strconv.Itoa(n) + " times"},
@@ -362,6 +456,10 @@ func (w *Worker) processRecord(part *partition, r *kgo.Record) (out []*kgo.Recor
 	}
 	defer func() {
 		if p := recover(); p != nil {
+			if w.replaying {
+				out, ok = nil, false
+				return
+			}
 			w.attempts[ref]++
 			w.log.Error("processing failed; will retry", "topic", part.topic, "partition", part.partition, "offset", r.Offset, "attempt", w.attempts[ref], "panic", p)
 			out, ok = nil, false
@@ -426,6 +524,12 @@ func typeIn(t string, ts []string) bool {
 // drainOutputs turns the operators' pending outputs into records. src is
 // the raw record being processed (for the late side output), nil on ticks.
 func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
+	if w.replaying {
+		for _, so := range part.ops {
+			so.out.Reset()
+		}
+		return nil
+	}
 	var out []*kgo.Record
 	for _, so := range part.ops {
 		for i := range so.out.Panes {
@@ -461,6 +565,16 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 	return out
 }
 
+// headerTruncated marks a dead letter whose key or value was cut.
+const headerTruncated = "reckon.truncated"
+
+// maxDeadLetterKey bounds the key copied into a dead letter;
+// deadLetterOverhead is the room kept for headers and batch framing.
+const (
+	maxDeadLetterKey   = 64 << 10
+	deadLetterOverhead = 64 << 10
+)
+
 func (w *Worker) deadLetter(r *kgo.Record, dl event.DeadLetter) *kgo.Record {
 	if dl.SourceTopic == "" {
 		dl.SourceTopic, dl.SourcePartition, dl.SourceOffset, dl.SourceTimestamp = r.Topic, r.Partition, r.Offset, r.Timestamp
@@ -473,22 +587,81 @@ func (w *Worker) deadLetter(r *kgo.Record, dl event.DeadLetter) *kgo.Record {
 	for i, h := range hs {
 		rh[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 	}
-	return &kgo.Record{Topic: w.cfg.Topics.DLQ, Key: r.Key, Value: r.Value, Headers: rh}
+	// A record near the broker's size limit cannot be copied whole with
+	// headers added: keep a prefix and say so (the original stays in the
+	// raw topic at the source offset).
+	key, value := r.Key, r.Value
+	if len(key) > maxDeadLetterKey {
+		rh = append(rh, kgo.RecordHeader{Key: headerTruncated, Value: []byte("key: " + strconv.Itoa(len(key)) + " bytes, first " + strconv.Itoa(maxDeadLetterKey) + " kept")})
+		key = key[:maxDeadLetterKey]
+	}
+	if limit := kafkaconn.MaxRecordBytes - deadLetterOverhead - len(key); len(value) > limit {
+		rh = append(rh, kgo.RecordHeader{Key: headerTruncated, Value: []byte("value: " + strconv.Itoa(len(value)) + " bytes, first " + strconv.Itoa(limit) + " kept")})
+		value = value[:limit]
+	}
+	return &kgo.Record{Topic: w.cfg.Topics.DLQ, Key: key, Value: value, Headers: rh}
 }
 
-// stateRecord renders the partition's operators as state-topic records,
-// stamped with the next offset so a restore can verify it matches the
-// committed consumer offset.
-func (w *Worker) stateRecord(part *partition) []*kgo.Record {
+// stateRecords ends the partition's transaction in the state topic: a
+// checkpoint (every operator's full snapshot, a new epoch) when one is due,
+// else the replay log with this transaction's entry appended. Each record
+// carries the next offset, so a restore can verify it reaches the committed
+// consumer offset.
+func (w *Worker) stateRecords(part *partition, now time.Time) []*kgo.Record {
+	e := logEntry{next: part.next, tick: part.tickAt, skipped: part.skipped}
+	part.tickAt, part.skipped = 0, nil
 	next := []byte(strconv.FormatInt(part.next, 10))
+	sc := w.cfg.Stream
+	if part.sinceCkpt < sc.CheckpointRecords && now.Sub(part.ckptWall) < sc.CheckpointInterval && len(part.log.entries) < maxLogEntries {
+		part.log.entries = append(part.log.entries, e)
+		return []*kgo.Record{{
+			Topic: w.cfg.Topics.StreamState, Key: []byte(logKey(part.topic, part.partition)), Value: part.log.encode(),
+			Headers: []kgo.RecordHeader{{Key: headerNextOffset, Value: next}, {Key: headerEpoch, Value: []byte(strconv.FormatInt(part.log.epoch, 10))}},
+		}}
+	}
+	part.log = replayLog{epoch: part.log.epoch + 1, from: part.next}
+	part.sinceCkpt, part.ckptWall = 0, now
+	epoch := []byte(strconv.FormatInt(part.log.epoch, 10))
 	out := make([]*kgo.Record, 0, len(part.ops))
 	for _, so := range part.ops {
-		out = append(out, &kgo.Record{
-			Topic:   w.cfg.Topics.StreamState,
-			Key:     []byte(stateKey(so.cfg.Name, part.topic, part.partition)),
-			Value:   so.op.Snapshot(),
-			Headers: []kgo.RecordHeader{{Key: headerNextOffset, Value: next}},
-		})
+		chunks := chunked(so.op.Snapshot())
+		n := []byte(strconv.Itoa(len(chunks)))
+		for i, c := range chunks {
+			out = append(out, &kgo.Record{
+				Topic:   w.cfg.Topics.StreamState,
+				Key:     []byte(chunkKey(stateKey(so.cfg.Name, part.topic, part.partition), i)),
+				Value:   c,
+				Headers: []kgo.RecordHeader{{Key: headerNextOffset, Value: next}, {Key: headerEpoch, Value: epoch}, {Key: headerChunks, Value: n}},
+			})
+		}
 	}
+	w.m.checkpoint(part.topic)
 	return out
+}
+
+// produceErrors collects the failures of a transaction's produced records
+// (promises run on the client's goroutines).
+type produceErrors struct {
+	mu  sync.Mutex
+	n   int
+	rec *kgo.Record
+	err error
+}
+
+func (p *produceErrors) promise(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == 0 {
+		p.rec, p.err = r, err
+	}
+	p.n++
+}
+
+func (p *produceErrors) first() (*kgo.Record, int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rec, p.n, p.err
 }

@@ -34,6 +34,9 @@ const envChild = "STREAMING_TEST_CHILD" // not RECKON_*: the config refuses unkn
 // TestMain lets the test binary run as a `reckon stream` child process, so
 // the crash test can SIGKILL a real worker process mid-transaction.
 func TestMain(m *testing.M) {
+	// Tiny checkpoint chunks: every restore in these tests (in process and
+	// in killed child processes) reassembles multi-record checkpoints.
+	chunkBytes = 2 << 10
 	if os.Getenv(envChild) != "" {
 		cfg, err := config.Load("", os.Environ(), nil)
 		if err != nil {
@@ -66,6 +69,9 @@ type outputs struct {
 
 // testEnv is a broker with the topic map applied and the generator's
 // traffic produced, plus the config pointing at it.
+// testCheckpointRecords is the checkpoint_records of the tests' workers.
+const testCheckpointRecords = "150"
+
 func newTestEnv(t testing.TB, count int64, tweak ...func(*generate.Options)) (*config.Config, []*kgo.Record) {
 	t.Helper()
 	_, brokers := testenv.Kafka(t, 1, "")
@@ -75,6 +81,9 @@ func newTestEnv(t testing.TB, count int64, tweak ...func(*generate.Options)) (*c
 		"RECKON_STREAM_WORKER_COMMIT_INTERVAL=20ms",
 		"RECKON_METRICS_ADDR=",
 		"RECKON_STREAM_WORKER_SESSION_TIMEOUT=1s",
+		// Small checkpoints: restores in these tests mix checkpoints and
+		// replay logs (a few hundred records per partition).
+		"RECKON_STREAM_WORKER_CHECKPOINT_RECORDS=" + testCheckpointRecords,
 	}
 	cfg, err := config.Load("", env, nil)
 	if err != nil {
@@ -258,7 +267,8 @@ func TestStreamCrashRecovery(t *testing.T) {
 	cfg, recs := newTestEnv(t, n)
 	env := append(os.Environ(), envChild+"=1",
 		"RECKON_KAFKA_BROKERS="+cfg.Kafka.Brokers[0], "RECKON_STREAM_WORKER_INSTANCE=test",
-		"RECKON_STREAM_WORKER_COMMIT_INTERVAL=20ms", "RECKON_METRICS_ADDR=", "RECKON_STREAM_WORKER_SESSION_TIMEOUT=1s")
+		"RECKON_STREAM_WORKER_COMMIT_INTERVAL=20ms", "RECKON_METRICS_ADDR=", "RECKON_STREAM_WORKER_SESSION_TIMEOUT=1s",
+		"RECKON_STREAM_WORKER_CHECKPOINT_RECORDS="+testCheckpointRecords)
 	rng := rand.New(rand.NewPCG(1, 2))
 	chunk := len(recs) / 4
 	kills := 0

@@ -2,7 +2,6 @@ package event_test
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -11,8 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
+	"reckon/internal/badinput"
 	"reckon/internal/config"
 	"reckon/internal/event"
 )
@@ -22,67 +21,25 @@ var update = flag.Bool("update", false, "rewrite testdata/badinput.golden and th
 // badInputDir is the repository's bad-input corpus (see its README.md).
 var badInputDir = filepath.Join("..", "..", "testdata", "badinput")
 
-type badInputCase struct {
-	File     string   `json:"file"`
-	What     string   `json:"what"`
-	Fields   []string `json:"fields"`
-	Generate bool     `json:"generate"`
-}
+type badInputCase = badinput.Case
 
-type badInputManifest struct {
-	Arrival time.Time      `json:"arrival"`
-	Cases   []badInputCase `json:"cases"`
-}
-
-func loadBadInput(t *testing.T) badInputManifest {
+func loadBadInput(t *testing.T) *badinput.Manifest {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(badInputDir, "cases.json"))
+	m, err := badinput.Load(badInputDir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var m badInputManifest // "about" and "rules" are documentation
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("cases.json: %v", err)
-	}
-	if len(m.Cases) == 0 || m.Arrival.IsZero() {
-		t.Fatal("cases.json: no cases or no arrival")
 	}
 	return m
 }
 
 // record returns the bytes of a case, generating the large ones.
-func (c badInputCase) record(t *testing.T) []byte {
+func record(t *testing.T, m *badinput.Manifest, c badInputCase) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(badInputDir, c.File))
+	b, err := m.Record(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Generate {
-		return b
-	}
-	var spec struct {
-		Parts []struct {
-			Text      string `json:"text"`
-			Repeat    string `json:"repeat"`
-			RepeatHex string `json:"repeat_hex"`
-			Times     int    `json:"times"`
-		} `json:"parts"`
-	}
-	if err := json.Unmarshal(b, &spec); err != nil {
-		t.Fatalf("%s: %v", c.File, err)
-	}
-	var out []byte
-	for _, p := range spec.Parts {
-		unit := []byte(p.Repeat)
-		if p.RepeatHex != "" {
-			if unit, err = hex.DecodeString(p.RepeatHex); err != nil {
-				t.Fatalf("%s: %v", c.File, err)
-			}
-		}
-		out = append(out, p.Text...)
-		out = append(out, bytes.Repeat(unit, p.Times)...)
-	}
-	return out
+	return b
 }
 
 // TestBadInput checks every case of the corpus against the gate built from
@@ -107,7 +64,7 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s listed twice", c.File)
 		}
 		listed[c.File] = true
-		raw := c.record(t)
+		raw := record(t, m, c)
 		e, r := g.Check(raw, m.Arrival)
 		reasons, _ := json.Marshal(r.Reasons)
 		fmt.Fprintf(&golden, "%s\t%s\n", c.File, reasons)
@@ -172,12 +129,13 @@ func compareGolden(t *testing.T, path string, got []byte) {
 func TestFuzzSeedsMatchBadInput(t *testing.T) {
 	dir := filepath.Join("testdata", "fuzz", "FuzzGate")
 	want := map[string][]byte{}
-	for _, c := range loadBadInput(t).Cases {
+	m := loadBadInput(t)
+	for _, c := range m.Cases {
 		if c.Generate {
 			continue
 		}
 		name := "badinput-" + strings.TrimSuffix(c.File, filepath.Ext(c.File))
-		want[name] = []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", c.record(t)))
+		want[name] = []byte(fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", record(t, m, c)))
 	}
 	if *update {
 		if err := os.MkdirAll(dir, 0o755); err != nil {

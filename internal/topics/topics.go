@@ -56,10 +56,23 @@ func Load(path string) (*Map, error) {
 		raw = b
 	}
 	var m Map
-	if err := yaml.UnmarshalWithOptions(raw, &m, yaml.Strict()); err != nil {
+	if err := unmarshalStrict(raw, &m); err != nil {
 		return nil, fmt.Errorf("topics: %w", err)
 	}
 	return &m, m.Validate()
+}
+
+// unmarshalStrict is yaml.UnmarshalWithOptions with yaml.Strict that turns
+// a parser panic into an error: goccy/go-yaml v1.19.2 dereferences nil on
+// some malformed documents (a bare "!" tag as a sequence, found by
+// FuzzLoad), and a bad map file must be reported, not crash the command.
+func unmarshalStrict(raw []byte, v any) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed YAML: the parser failed (%v)", p)
+		}
+	}()
+	return yaml.UnmarshalWithOptions(raw, v, yaml.Strict())
 }
 
 // Validate reports every problem of the map at once.
