@@ -292,12 +292,19 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 
 // Parse decodes YAML strictly: unknown keys are errors, so a typo never
 // silently falls back to a default.
-func Parse(raw []byte) (*Config, error) {
-	var c Config
-	if err := yaml.UnmarshalWithOptions(raw, &c, yaml.Strict()); err != nil {
+func Parse(raw []byte) (c *Config, err error) {
+	// goccy/go-yaml v1.19.2 panics on some malformed input (a bare "!" tag
+	// where a list is expected, found by FuzzLoad): report it, never crash.
+	defer func() {
+		if p := recover(); p != nil {
+			c, err = nil, fmt.Errorf("config: malformed YAML: the parser failed (%v)", p)
+		}
+	}()
+	c = &Config{}
+	if err := yaml.UnmarshalWithOptions(raw, c, yaml.Strict()); err != nil {
 		return nil, fmt.Errorf("config: %w", yamlError(err))
 	}
-	return &c, nil
+	return c, nil
 }
 
 func (c *Config) fillDefaults() {
@@ -489,5 +496,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.Batch.validate(bad)
+	// The gate checks its own rules (patterns compile, type names, field
+	// names, limits): report them here, not when a worker starts.
+	if _, err := event.NewGate(c.Gate); err != nil {
+		bad("gate: %v", err)
+	}
 	return errors.Join(errs...)
 }

@@ -19,7 +19,7 @@ import (
 // overrides (both newline separated). It must never panic; every error
 // must say it comes from the config; and a config it accepts must
 //   - validate again unchanged (defaults are a fixed point),
-//   - build the quality gate (once gateGap is fixed),
+//   - build the quality gate,
 //   - load identically when its RECKON_* variables are given as --set
 //     overrides instead (the two override paths are one mechanism), and
 //   - load back identically from what `reckon config show` prints for it
@@ -82,7 +82,7 @@ gate:
 			t.Fatalf("defaults are not a fixed point: %s", d)
 		}
 
-		if _, err := event.NewGate(c.Gate); err != nil && !gateGap {
+		if _, err := event.NewGate(c.Gate); err != nil {
 			t.Fatalf("accepted config builds no quality gate: %v", err)
 		}
 
@@ -129,20 +129,8 @@ gate:
 	})
 }
 
-// gateGap: config.Validate does not build the quality gate, so Load
-// accepts gate rules event.NewGate refuses (a bad pattern, an event type
-// that is not object.action, max_depth 1, a negative max_future_skew or
-// max_past_age or min_len, enum on a non-string, a field name with a path
-// separator) and every worker then fails at start with an error `reckon
-// config show` never reported. The fix is in config.go (Validate appends
-// event.NewGate's error); set this to false with it.
-const gateGap = true
-
 // TestLoadRejectsWhatTheGateRejects lists the gate rules Load must refuse.
 func TestLoadRejectsWhatTheGateRejects(t *testing.T) {
-	if gateGap {
-		t.Skip("known gap: config.Validate does not build the quality gate (see gateGap)")
-	}
 	dir := t.TempDir()
 	for _, y := range []string{
 		"gate: {types: {a.b: {fields: {k: {pattern: \"[\"}}}}}\n",
@@ -164,19 +152,8 @@ func TestLoadRejectsWhatTheGateRejects(t *testing.T) {
 	}
 }
 
-// yamlPanicGap: goccy/go-yaml v1.19.2 (the newest) panics with a nil
-// dereference on a bare "!" tag where a list is expected, and Parse does
-// not recover, so `reckon` crashes on such a config file instead of
-// reporting it (internal/topics.Load had the same crash, now recovered).
-// The fix is in config.go: Parse recovers the parser's panic into an error,
-// as internal/topics.unmarshalStrict does; set this to false with it.
-const yamlPanicGap = true
-
 // TestLoadNeverPanics loads files that crashed the YAML parser.
 func TestLoadNeverPanics(t *testing.T) {
-	if yamlPanicGap {
-		t.Skip("known gap: config.Parse does not recover goccy/go-yaml's panics (see yamlPanicGap)")
-	}
 	dir := t.TempDir()
 	for _, y := range []string{"streams:\n  ! #0\n", "kafka:\n  brokers:\n    ! #0\n", "gate:\n  types:\n    a.b:\n      fields:\n        x:\n          enum:\n            ! #0\n"} {
 		path := filepath.Join(dir, "reckon.yaml")
