@@ -16,6 +16,7 @@ import (
 
 	"reckon/internal/ofdsim"
 	"reckon/internal/zreport"
+	"reckon/lake"
 )
 
 // Producer is the part of *kgo.Client the Z-report activities use.
@@ -32,8 +33,9 @@ type ZReport struct {
 	Producer        Producer
 	CompleteTopic   string
 	IncompleteTopic string
-	// LakeRoot is the lake root; aggregates go under <LakeRoot>/zreports.
-	LakeRoot string
+	// Lake holds the zreports table (<lake>/zreports/), on a directory or
+	// object storage.
+	Lake *lake.Lake
 	// OFDURL is the operator API's base URL (see package ofdsim for the
 	// contract).
 	OFDURL string
@@ -84,7 +86,7 @@ func (a *ZReport) PublishZReport(ctx context.Context, pubs []ZReportPublication)
 		switch {
 		case p.Final != nil:
 			f := p.Final
-			rel, err := writeZReportFile(a.LakeRoot, f)
+			rel, err := writeZReportFile(ctx, a.Lake, f)
 			if err != nil {
 				if errors.Is(err, zreport.ErrInvalidPart) {
 					return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeZReportInput, err)
@@ -205,5 +207,5 @@ func (a *ZReport) LoadZReport(ctx context.Context, k zreport.Key, closedHint tim
 	if closedHint.IsZero() {
 		return nil, nil
 	}
-	return readLatestZReport(a.LakeRoot, k, closedHint)
+	return readLatestZReport(ctx, a.Lake, k, closedHint)
 }

@@ -1,10 +1,11 @@
 package activities
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -131,13 +132,14 @@ func zreportFileName(k zreport.Key, version int64) (string, error) {
 	return k.FiscalDrive + "-" + strconv.FormatInt(k.Shift, 10) + "-v" + strconv.FormatInt(version, 10) + ".parquet", nil
 }
 
-func zreportDateDir(root string, closed time.Time) string {
-	return filepath.Join(root, zreportsDir, "close_date="+closed.UTC().Format(time.DateOnly))
+// zreportDateDir is the lake key prefix of a close date's partition.
+func zreportDateDir(closed time.Time) string {
+	return zreportsDir + "/close_date=" + closed.UTC().Format(time.DateOnly)
 }
 
-// writeZReportFile writes a's file and returns its path relative to root.
+// writeZReportFile writes a's file and returns its key in the lake.
 // Writing the same version again replaces the file with the same content.
-func writeZReportFile(root string, a *zreport.Aggregate) (string, error) {
+func writeZReportFile(ctx context.Context, lk *lake.Lake, a *zreport.Aggregate) (string, error) {
 	name, err := zreportFileName(a.Key(), a.Version)
 	if err != nil {
 		return "", err
@@ -146,8 +148,8 @@ func writeZReportFile(root string, a *zreport.Aggregate) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("zreport: lake row: %w", err)
 	}
-	dir := zreportDateDir(root, a.ShiftClosedAt)
-	_, err = lake.WriteFileAtomic(dir, name, func(w io.Writer) error {
+	key := zreportDateDir(a.ShiftClosedAt) + "/" + name
+	_, err = lk.WriteFile(ctx, key, func(w io.Writer) error {
 		pw := parquet.NewGenericWriter[zreportRow](w, parquet.Compression(&zstd.Codec{}), parquet.DataPageVersion(1))
 		if _, err := pw.Write([]zreportRow{row}); err != nil {
 			return err
@@ -157,41 +159,48 @@ func writeZReportFile(root string, a *zreport.Aggregate) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(zreportsDir, filepath.Base(dir), name), nil
+	return key, nil
 }
 
 // readZReportFile reads one version file.
-func readZReportFile(path string) (*zreport.Aggregate, error) {
-	rows, err := parquet.ReadFile[zreportRow](path)
+func readZReportFile(ctx context.Context, lk *lake.Lake, key string) (*zreport.Aggregate, error) {
+	b, err := lk.ReadFile(ctx, key)
 	if err != nil {
-		return nil, fmt.Errorf("zreport: read %s: %w", path, err)
+		return nil, fmt.Errorf("zreport: read %s: %w", key, err)
+	}
+	rows, err := parquet.Read[zreportRow](bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return nil, fmt.Errorf("zreport: read %s: %w", key, err)
 	}
 	if len(rows) != 1 {
-		return nil, fmt.Errorf("zreport: %s holds %d rows, want 1", path, len(rows))
+		return nil, fmt.Errorf("zreport: %s holds %d rows, want 1", key, len(rows))
 	}
 	return rows[0].aggregate()
 }
 
 // readLatestZReport finds k's highest version in the date partitions of
 // closed ± 1 day.
-func readLatestZReport(root string, k zreport.Key, closed time.Time) (*zreport.Aggregate, error) {
+func readLatestZReport(ctx context.Context, lk *lake.Lake, k zreport.Key, closed time.Time) (*zreport.Aggregate, error) {
 	prefix := k.FiscalDrive + "-" + strconv.FormatInt(k.Shift, 10) + "-v"
-	best, bestPath := int64(0), ""
+	best, bestKey := int64(0), ""
 	for d := -1; d <= 1; d++ {
-		dir := zreportDateDir(root, closed.AddDate(0, 0, d))
-		matches, err := filepath.Glob(filepath.Join(dir, prefix+"*.parquet"))
+		dir := zreportDateDir(closed.AddDate(0, 0, d))
+		names, err := lk.Files(ctx, dir)
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range matches {
-			v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(m), prefix), ".parquet"), 10, 64)
+		for _, n := range names {
+			if !strings.HasPrefix(n, prefix) || !strings.HasSuffix(n, ".parquet") {
+				continue
+			}
+			v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(n, prefix), ".parquet"), 10, 64)
 			if err == nil && v > best {
-				best, bestPath = v, m
+				best, bestKey = v, dir+"/"+n
 			}
 		}
 	}
-	if bestPath == "" {
+	if bestKey == "" {
 		return nil, nil
 	}
-	return readZReportFile(bestPath)
+	return readZReportFile(ctx, lk, bestKey)
 }

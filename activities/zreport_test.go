@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,6 +23,7 @@ import (
 
 	"reckon/internal/ofdsim"
 	"reckon/internal/zreport"
+	"reckon/lake"
 )
 
 var (
@@ -53,24 +57,26 @@ func zpart(src zreport.Source, id string, rc int64, total float64) zreport.Part 
 
 func TestZReportLakeRoundTrip(t *testing.T) {
 	root := t.TempDir()
+	lk := testLake(t, root)
+	ctx := context.Background()
 	v1 := finalOf(t, zpart(zreport.OFD, "o", 5, 50.5), zpart(zreport.RMS, "r", 5, 50.5))
 	if v1.Status != zreport.StatusIncomplete {
 		t.Fatalf("v1 %+v", v1)
 	}
-	rel, err := writeZReportFile(root, v1)
+	rel, err := writeZReportFile(ctx, lk, v1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := filepath.Join("zreports", "close_date=2026-01-01", "9960440300123456-142-v1.parquet"); rel != want {
+	if want := "zreports/close_date=2026-01-01/9960440300123456-142-v1.parquet"; rel != want {
 		t.Errorf("path %s, want %s", rel, want)
 	}
 	v2 := *finalOf(t, zpart(zreport.OFD, "o", 5, 50.5), zpart(zreport.DWH, "d", 4, 40), zpart(zreport.RMS, "r", 5, 50.5))
 	v2.Version = 2
-	if _, err := writeZReportFile(root, &v2); err != nil {
+	if _, err := writeZReportFile(ctx, lk, &v2); err != nil {
 		t.Fatal(err)
 	}
 	// A day either side of the close date is searched.
-	got, err := readLatestZReport(root, zkey, zclosed.Add(3*time.Hour))
+	got, err := readLatestZReport(ctx, lk, zkey, zclosed.Add(3*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +84,7 @@ func TestZReportLakeRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, &v2) {
 		t.Errorf("read back\n%+v\nwant\n%+v", got, &v2)
 	}
-	if none, err := readLatestZReport(root, zreport.Key{FiscalDrive: "9960440300123456", Shift: 1}, zclosed); none != nil || err != nil {
+	if none, err := readLatestZReport(ctx, lk, zreport.Key{FiscalDrive: "9960440300123456", Shift: 1}, zclosed); none != nil || err != nil {
 		t.Errorf("other key: %v %v", none, err)
 	}
 	entries, _ := os.ReadDir(filepath.Join(root, "zreports", "close_date=2026-01-01"))
@@ -88,7 +94,7 @@ func TestZReportLakeRoundTrip(t *testing.T) {
 		}
 	}
 	// Schema: TIMESTAMP(MICROS, UTC), zstd, NULL for the absent source.
-	f, err := os.Open(filepath.Join(root, rel))
+	f, err := os.Open(filepath.Join(root, filepath.FromSlash(rel)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +113,7 @@ func TestZReportLakeRoundTrip(t *testing.T) {
 	if c := pf.Metadata().RowGroups[0].Columns[0].MetaData.Codec.String(); c != "ZSTD" {
 		t.Errorf("codec %s", c)
 	}
-	back, err := readZReportFile(filepath.Join(root, rel))
+	back, err := readZReportFile(ctx, lk, rel)
 	if err != nil || back.Sources.DWH != nil || back.Missing[0] != zreport.DWH {
 		t.Errorf("v1 back: %+v %v", back, err)
 	}
@@ -186,7 +192,7 @@ func TestPublishZReport(t *testing.T) {
 	}
 	defer cl.Close()
 	root := t.TempDir()
-	a := &ZReport{Producer: cl, CompleteTopic: "complete", IncompleteTopic: "incomplete", LakeRoot: root}
+	a := &ZReport{Producer: cl, CompleteTopic: "complete", IncompleteTopic: "incomplete", Lake: testLake(t, root)}
 
 	s := zreport.New(zkey, zreport.Policy{})
 	out1, _ := s.Apply(zpart(zreport.OFD, "o", 5, 50.5), zclosed)
@@ -241,4 +247,75 @@ func TestPublishZReport(t *testing.T) {
 	if inc != 2 || tomb != 1 || comp != 1 {
 		t.Errorf("incomplete %d tombstones %d complete %d", inc, tomb, comp)
 	}
+}
+
+// testLake opens a lake on dir.
+func testLake(t *testing.T, dir string) *lake.Lake {
+	t.Helper()
+	lk, err := lake.Open(lake.Options{Root: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lk
+}
+
+// TestZReportLakeOnS3: the zreports table works on an object-storage lake
+// (an in-process S3 fake): versions written through PublishZReport are
+// found by LoadZReport, highest version first.
+func TestZReportLakeOnS3(t *testing.T) {
+	backend := s3mem.New()
+	if err := backend.CreateBucket("reckon-lake"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+	defer srv.Close()
+	lk, err := lake.Open(lake.Options{Root: "s3://reckon-lake/prod", S3: lake.S3Options{
+		Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a := &ZReport{Producer: discardProducer{}, CompleteTopic: "complete", IncompleteTopic: "incomplete", Lake: lk}
+	v1 := finalOf(t, zpart(zreport.OFD, "o", 5, 50.5), zpart(zreport.RMS, "r", 5, 50.5))
+	v2 := *finalOf(t, zpart(zreport.OFD, "o", 5, 50.5), zpart(zreport.DWH, "d", 5, 50.5), zpart(zreport.RMS, "r", 5, 50.5))
+	v2.Version = 2
+	for _, f := range []*zreport.Aggregate{v1, &v2} {
+		res, err := a.PublishZReport(ctx, []ZReportPublication{{Final: f}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("zreports/close_date=2026-01-01/9960440300123456-142-v%d.parquet", f.Version); len(res.Files) != 1 || res.Files[0] != want {
+			t.Fatalf("files %v, want %s", res.Files, want)
+		}
+	}
+	got, err := a.LoadZReport(ctx, zkey, zclosed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.Version != 2 || got.Status != zreport.StatusMatched {
+		t.Fatalf("loaded %+v, want version 2 matched", got)
+	}
+	// The objects live under the lake's prefix in the bucket.
+	list, err := backend.ListBucket("reckon-lake", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range list.Contents {
+		keys = append(keys, o.Key)
+	}
+	if len(keys) != 2 || keys[1] != "prod/zreports/close_date=2026-01-01/9960440300123456-142-v2.parquet" {
+		t.Errorf("bucket holds %v", keys)
+	}
+}
+
+// discardProducer accepts every record.
+type discardProducer struct{}
+
+func (discardProducer) ProduceSync(_ context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	out := make(kgo.ProduceResults, len(rs))
+	for i, r := range rs {
+		out[i] = kgo.ProduceResult{Record: r}
+	}
+	return out
 }

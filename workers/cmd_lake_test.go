@@ -315,16 +315,3 @@ func TestLakeOptionsFromConfig(t *testing.T) {
 		t.Errorf("missing secret file: %v", err)
 	}
 }
-
-// TestZReportRefusesS3Lake: the Z-report activities still write the
-// zreports table through the file system, so an S3 lake is refused at
-// start rather than writing beside the bucket.
-func TestZReportRefusesS3Lake(t *testing.T) {
-	cfg, err := config.Load("", []string{"RECKON_LAKE_ROOT=s3://reckon-lake", "RECKON_LAKE_S3_REGION=eu-central-1"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := zreportBatch(cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "local lake.root") {
-		t.Errorf("zreportBatch on an S3 lake: %v", err)
-	}
-}

@@ -23,6 +23,7 @@ import (
 	"reckon/internal/ofdsim"
 	"reckon/internal/zbridge"
 	"reckon/internal/zreport"
+	"reckon/lake"
 	"reckon/workflows"
 )
 
@@ -31,17 +32,15 @@ func zreportBatch(cfg *config.Config, c client.Client, w worker.Worker) (runBrid
 	if err := validateZReport(cfg); err != nil {
 		return nil, nil, err
 	}
-	if cfg.Lake.IsS3() {
-		// activities.ZReport writes lake/zreports/ through the file system
-		// (LakeRoot); it moves to lake.Lake's WriteFile/ReadFile/Files
-		// with the Z-report activities' next change.
-		return nil, nil, fmt.Errorf("zreport: the zreports table needs a local lake.root for now, not %s", cfg.Lake.Root)
+	lk, err := openConfiguredLake(cfg, "")
+	if err != nil {
+		return nil, nil, err
 	}
 	prod, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "zreport"), kgo.ProducerLinger(time.Millisecond))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("zreport: kafka producer: %w", err)
 	}
-	registerZReport(w, zreportActivities(cfg, prod))
+	registerZReport(w, zreportActivities(cfg, prod, lk))
 	br, err := zbridge.New(kafkaconn.Opts(cfg.Kafka, "zreport-bridge"), c, zbridgeOptions(cfg, slog.Default()))
 	if err != nil {
 		prod.Close()
@@ -56,12 +55,12 @@ func registerZReport(w worker.Registry, a *activities.ZReport) {
 	w.RegisterActivity(a)
 }
 
-func zreportActivities(cfg *config.Config, prod activities.Producer) *activities.ZReport {
+func zreportActivities(cfg *config.Config, prod activities.Producer, lk *lake.Lake) *activities.ZReport {
 	return &activities.ZReport{
 		Producer:        prod,
 		CompleteTopic:   cfg.Topics.ZReportComplete,
 		IncompleteTopic: cfg.Topics.ZReportIncomplete,
-		LakeRoot:        cfg.Lake.Root,
+		Lake:            lk,
 		OFDURL:          cfg.ZReport.OFDURL,
 		HTTP:            &http.Client{Timeout: cfg.ZReport.OFDTimeout},
 	}

@@ -21,6 +21,7 @@ import (
 	"reckon/internal/ofdsim"
 	"reckon/internal/testenv"
 	"reckon/internal/zreport"
+	"reckon/lake"
 	"reckon/workflows"
 )
 
@@ -79,7 +80,11 @@ func TestZReportRecordHistory(t *testing.T) {
 	const tq = "zreport-record"
 	w := worker.New(c, tq, worker.Options{})
 	w.RegisterWorkflowWithOptions(workflows.ZReport, workflow.RegisterOptions{Name: workflows.ZReportWorkflow})
-	w.RegisterActivity(&activities.ZReport{Producer: discard{}, CompleteTopic: "c", IncompleteTopic: "i", LakeRoot: t.TempDir(), OFDURL: srv.URL})
+	lk, err := lake.Open(lake.Options{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.RegisterActivity(&activities.ZReport{Producer: discard{}, CompleteTopic: "c", IncompleteTopic: "i", Lake: lk, OFDURL: srv.URL})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

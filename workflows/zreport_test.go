@@ -21,6 +21,7 @@ import (
 	"reckon/activities"
 	"reckon/internal/ofdsim"
 	"reckon/internal/zreport"
+	"reckon/lake"
 )
 
 // Fixtures after seed 003: one fiscal drive's shift 142, closed 23:00 UTC.
@@ -107,7 +108,7 @@ func newZEnv(t *testing.T, ofdURL string) *zenv {
 	env.SetStartTime(zClosed.Add(time.Hour))
 	env.RegisterWorkflowWithOptions(ZReport, workflow.RegisterOptions{Name: ZReportWorkflow})
 	z := &zenv{TestWorkflowEnvironment: env, rec: &recorder{}, lake: t.TempDir()}
-	env.RegisterActivity(&activities.ZReport{Producer: z.rec, CompleteTopic: "complete", IncompleteTopic: "incomplete", LakeRoot: z.lake, OFDURL: ofdURL})
+	env.RegisterActivity(&activities.ZReport{Producer: z.rec, CompleteTopic: "complete", IncompleteTopic: "incomplete", Lake: dirLake(t, z.lake), OFDURL: ofdURL})
 	return z
 }
 
@@ -337,7 +338,7 @@ func TestZReportRestartedAfterClose(t *testing.T) {
 	env.SetStartTime(zClosed.Add(40 * 24 * time.Hour))
 	env.RegisterWorkflowWithOptions(ZReport, workflow.RegisterOptions{Name: ZReportWorkflow})
 	rec := &recorder{}
-	env.RegisterActivity(&activities.ZReport{Producer: rec, CompleteTopic: "complete", IncompleteTopic: "incomplete", LakeRoot: z.lake})
+	env.RegisterActivity(&activities.ZReport{Producer: rec, CompleteTopic: "complete", IncompleteTopic: "incomplete", Lake: dirLake(t, z.lake)})
 	z2 := &zenv{TestWorkflowEnvironment: env, rec: rec, lake: z.lake}
 	z2.signalAt(0, zPart(zreport.DWH, "d", 10, 100))
 	z2.signalAt(time.Second, zPart(zreport.RMS, "r", 10, 100)) // redelivery of a restored part
@@ -395,4 +396,14 @@ func TestZReportLateFirstPartAnswerBeforeRetention(t *testing.T) {
 	if f := z.rec.finals(t); len(f) != 1 || f[0].Status != zreport.StatusMatched || f[0].Version != 1 {
 		t.Fatalf("finals = %+v", f)
 	}
+}
+
+// dirLake opens a lake on dir.
+func dirLake(t *testing.T, dir string) *lake.Lake {
+	t.Helper()
+	lk, err := lake.Open(lake.Options{Root: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lk
 }
