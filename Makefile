@@ -37,6 +37,8 @@ test: build temporal vet
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_REQUIRE_COMPOSE=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@echo "== end to end: stream + batch truth on the dev server (make e2e)"
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestTruthEndToEnd$$' -count=1 -timeout 10m -args -e2e
+	@echo "== end to end: 1,000 shifts of Z-report parts through the bridge and entity workflows"
+	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestZReportGeneratorShifts$$' -count=1 -timeout 10m -args -zreport-shifts 1000
 	@echo "== DuckDB interop (lake/interop, its own module, CGO)"
 	cd lake/interop && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
@@ -46,17 +48,66 @@ test-unit:
 dev: build temporal
 	$(BIN)/reckon dev
 
-# Benchmarks: see BENCHMARKS.md for the figures and how they compare.
-BENCHTIME ?= 3x
-bench: build
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -cpu 1 ./internal/event ./streaming/operator ./lake ./internal/generate
-	$(GO) test -run '^$$' -bench StreamEndToEnd -benchtime 1x ./streaming
-	cd lake/interop && RECKON_BENCH_ROWS=10000000 $(GO) test -run '^$$' -bench Hourly -benchtime 2x
+# Benchmarks (issue 8): every benchmark in one run — stream hot path, stream
+# end to end and latency, archive write, lake query and recompute a day vs
+# DuckDB, Z-report throughput, time to truth. The raw `go test -bench` output
+# is kept in $(BENCH_RAW); internal/benchreport renders BENCHMARKS.md from it,
+# each figure beside its reference, each goal checked (do not edit that
+# file). About 5 minutes on a quiet 2-core machine, 10+ when others load it
+# (the report states the load average). Per-core figures run with
+# -cpu 1; fixed -benchtime Nx counts bound the time; -count $(BENCH_COUNT)
+# gives a range where a run is cheap. A failing benchmark does not stop the
+# suite: it shows in the report as "did not run", and the render step fails.
+# A quick trial of the pipeline:
+#   make bench BENCH_N=10000 BENCH_COUNT=1 BENCH_ROWS=100000 BENCH_DAY_ROWS=100000 ZREPORT_KEYS=50
+BENCH_RAW      ?= .reckon/bench/raw.txt
+BENCH_N        ?= 1000000
+BENCH_COUNT    ?= 2
+BENCH_ROWS     ?= 5000000
+BENCH_DAY_ROWS ?= 2000000
+ZREPORT_KEYS   ?= 2000
+BENCH_TEST     := $(GO) test -run '^$$' -v -timeout 20m
+# bench_step runs one benchmark command, appending a marker naming it and
+# its output to $(BENCH_RAW) (by absolute path: a command may cd).
+define bench_step
+	@mkdir -p $(dir $(abspath $(BENCH_RAW)))
+	@echo "reckon-bench: run $$(date -u +%FT%TZ) $(1)" | tee -a $(abspath $(BENCH_RAW))
+	@$(1) 2>&1 | tee -a $(abspath $(BENCH_RAW))
+endef
+bench: build temporal
+	@mkdir -p $(dir $(BENCH_RAW))
+	@echo "reckon-bench: start $$(date -u +%FT%TZ) load $$(cut -d' ' -f1-3 /proc/loadavg)" | tee $(BENCH_RAW)
+	$(call bench_step,$(BENCH_TEST) -bench . -benchtime $(BENCH_N)x -cpu 1 -count $(BENCH_COUNT) ./internal/event)
+	$(call bench_step,$(BENCH_TEST) -bench 'OperatorHotPath|Dedup' -benchtime $(BENCH_N)x -cpu 1 -count $(BENCH_COUNT) ./streaming/operator)
+	$(call bench_step,$(BENCH_TEST) -bench 'StateBytes|Snapshot' -benchtime 1x -cpu 1 ./streaming/operator)
+	$(call bench_step,$(BENCH_TEST) -bench 'StreamEndToEnd|StreamLatency' -benchtime 1x -count $(BENCH_COUNT) ./streaming)
+	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 1x -cpu 1 -count $(BENCH_COUNT) ./lake)
+	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 200000x -cpu 1 ./internal/generate)
+	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_ROWS) RECKON_BENCH_DAY_ROWS=$(BENCH_DAY_ROWS) $(BENCH_TEST) -bench 'Hourly|RecomputeDay' -benchtime 1x -count $(BENCH_COUNT))
+	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench ZReportThroughput -benchtime $(ZREPORT_KEYS)x ./workers)
+	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench TimeToTruth -benchtime 1x ./workers)
+	@echo "reckon-bench: end $$(date -u +%FT%TZ) load $$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a $(BENCH_RAW)
+	$(GO) run ./internal/benchreport/cmd/benchreport -raw $(BENCH_RAW) -out BENCHMARKS.md \
+		-go "$$($(GO) env GOVERSION)" -command "make bench$(if $(MAKEOVERRIDES), $(MAKEOVERRIDES))"
 
-# FUZZTIME per target, e.g. make fuzz FUZZTIME=2m
-FUZZTIME ?= 30s
+# Every fuzz target, as package:Target, found in the *_test.go files (so a
+# new target is fuzzed without editing this list; lake/interop is its own
+# module). `go test` fuzzes one target per run, so `make fuzz` runs them in
+# turn for FUZZTIME each (e.g. make fuzz FUZZTIME=2m, or one target with
+# FUZZ_TARGETS=./internal/event:FuzzGate) and names every target that failed
+# at the end. Their seed corpora (f.Add and testdata/fuzz/) run in every
+# `go test`. FUZZMINTIME bounds the minimizing of each new input (go's
+# default, 60s, can eat a whole short run on large seeds such as configs).
+FUZZTIME     ?= 30s
+FUZZMINTIME  ?= 10s
+FUZZ_TARGETS ?= $(shell grep -r --include='*_test.go' -o '^func Fuzz[A-Za-z0-9_]*' --exclude-dir=interop --exclude-dir=testdata --exclude-dir=.reckon . | sed 's|/[^/]*_test\.go:func |:|' | sort)
 fuzz:
-	$(GO) test ./internal/event -run '^$$' -fuzz FuzzGate -fuzztime $(FUZZTIME)
+	@failed=""; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "== fuzz $$pkg $$fn ($(FUZZTIME))"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) || failed="$$failed $$t"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed"; exit 1; fi
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

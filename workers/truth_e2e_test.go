@@ -66,135 +66,18 @@ func TestTruthEndToEnd(t *testing.T) {
 		t.Logf("phase %-28s %6.1fs", name, time.Since(phase).Seconds())
 		phase = time.Now()
 	}
-	var tc client.Client
-	var hostport, ui string
-	if *uiCheck != "" {
-		tc, hostport, ui = temporalWithUI(t)
-	} else {
-		tc, hostport = testenv.Temporal(t)
-	}
-	_, brokers := testenv.Kafka(t, 1, "")
-	const tq = "truth-e2e"
-	sets := []string{
-		"kafka.brokers=" + brokers[0], "temporal.address=" + hostport, "temporal.task_queue=" + tq,
-		"lake.root=" + t.TempDir(), "metrics.addr=", "stream_worker.instance=e2e", "stream_worker.commit_interval=50ms",
-		"batch.horizon_margin=1s", "batch.horizon_poll=1s", "batch.correct_debounce=1s", "batch.correct_max_delay=3s",
-		"batch.late_wait=1s", "batch.pane_archive_idle=500ms",
-		// A dedup memory shorter than the redelivery delay (2s): the stream
-		// counts some redeliveries twice. Those windows never reach the
-		// late topic; only the reconciliation finds them (duplicates).
-		"stream_worker.dedup_ttl=500ms",
-	}
-	cfg, err := config.Load("", nil, sets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Seconds instead of minutes, so windows close while the test runs.
-	for i := range cfg.Streams {
-		s := &cfg.Streams[i]
-		s.Window, s.AllowedLateness, s.OutOfOrderness, s.IdleTimeout, s.EmitInterval, s.Rolling = 5*time.Second, 2*time.Second, time.Second, time.Second, 0, 0
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	m, err := topics.Load("")
-	if err != nil {
+	st := startTruthStack(t, ctx, *uiCheck != "")
+	cfg, sets, tc, lk, obs := st.cfg, st.sets, st.tc, st.lk, st.obs
+	if err := startTruth(ctx, cfg, tc, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil { // idempotent
 		t.Fatal(err)
 	}
-	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeAdm()
-	if _, err := topics.Apply(ctx, adm, m); err != nil {
-		t.Fatal(err)
-	}
-	lk, err := lake.Open(lake.Options{Root: cfg.Lake.Root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-
-	// The batch worker (archive + truth) and its long-running workflows.
-	w := worker.New(tc, tq, worker.Options{})
-	registerBatch(w, cfg, lk)
-	registerTruth(w, cfg, lk)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	if err := startArchives(ctx, cfg, tc, quiet); err != nil {
-		t.Fatal(err)
-	}
-	if err := startTruth(ctx, cfg, tc, quiet); err != nil {
-		t.Fatal(err)
-	}
-	if err := startTruth(ctx, cfg, tc, quiet); err != nil { // idempotent
-		t.Fatal(err)
-	}
-
-	// The stream worker, in process.
-	sw, err := streaming.New(cfg, quiet, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stopStream := context.WithCancel(ctx)
-	streamDone := make(chan error, 1)
-	go func() { streamDone <- sw.Run(sctx) }()
-	defer func() { stopStream(); <-streamDone }()
-
-	// Every committed pane, with the wall time this observer saw it.
-	obs := newPaneObserver(t, ctx, cfg)
 	lap("setup")
 
 	// Live traffic: payments, paced by the wall clock, with too-late events.
-	o := generate.Defaults(generate.Payments)
-	o.Target, err = generate.TargetFromConfig(cfg, generate.Payments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Seed, o.Count, o.Rate, o.Keys = 5, 1200, 60, 30
-	o.LateFraction, o.BeyondLatenessFraction, o.Delay = 0.08, 0.5, generate.DelayDist{Kind: "uniform", Mean: time.Second}
-	o.DuplicateFraction, o.PoisonFraction, o.SkewFraction, o.RedeliveryDelay = 0.02, 0.01, 0, 2*time.Second
-	o.Start = time.Now().UTC().Truncate(time.Millisecond)
-	g, err := generate.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := generate.NewRecorder(g)
-	prod, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "generate"), generate.ProducerOpts()...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	type sent struct {
-		key, win string
-		at       time.Time
-		n        int // valid unique events of its window released so far, itself included
-	}
-	sends := map[string]sent{} // event_id → when the generator released it
-	valid := map[string]int{}
-	var redeliveredMu sync.Mutex
-	redelivered := map[string]bool{} // partition/offset of redeliveries
-	sink := generate.NewKafkaSink(prod, func(r generate.Record, p int32, o int64) {
-		if r.Category == generate.Duplicate {
-			redeliveredMu.Lock()
-			redelivered[fmt.Sprintf("%d/%d", p, o)] = true
-			redeliveredMu.Unlock()
-		}
-	})
-	err = g.Run(ctx, sink, generate.RunOptions{Clock: generate.SystemClock, Epoch: o.Start, OnRecord: func(r generate.Record) {
-		rec.Add(r)
-		if !r.Category.Valid() || r.Stream == "" {
-			return
-		}
-		win := r.EventTime.UTC().Truncate(o.Target.Window).Format(time.RFC3339)
-		valid[r.KeyName+"|"+win]++
-		sends[r.EventID] = sent{r.KeyName, win, time.Now(), valid[r.KeyName+"|"+win]}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	man := rec.Manifest(true, nil)
+	tr := st.liveTraffic(t, ctx, 5, 1200, 60)
+	man := tr.man
 	lap("traffic")
 	time.Sleep(2 * time.Second) // the last too-late events reach the late topic
 	t.Logf("generated %d records: %v; %d windows in the truth", man.Counts.Records, man.Counts.ByCategory, len(man.Truth))
@@ -203,54 +86,15 @@ func TestTruthEndToEnd(t *testing.T) {
 	// must each be covered by a batch pane counting it; time-to-truth is
 	// from the generator releasing the event to the observer seeing that
 	// pane committed.
-	var tooLate []sent
-	lates := readLate(t, ctx, cfg)
-	redeliveredMu.Lock()
-	for _, l := range lates {
-		// A redelivery the stream no longer remembered went to the late
-		// topic too; it changes no truth, so it has no time-to-truth.
-		if s, ok := sends[l.eventID]; ok && !redelivered[l.source] {
-			tooLate = append(tooLate, s)
-		}
-	}
-	redeliveredMu.Unlock()
-	t.Logf("the stream sent %d records to %s: %d new events (generator intended %d beyond lateness), the rest redeliveries", len(lates), cfg.Topics.Late, len(tooLate), man.Counts.ByCategory[generate.BeyondLateness])
-	covered := func(s sent) (time.Duration, bool) {
-		for _, p := range obs.snapshot() {
-			if p.pane.ComputedBy == event.ComputedByBatch && p.pane.Key == s.key && p.pane.WindowStart.UTC().Format(time.RFC3339) == s.win &&
-				p.pane.Count >= int64(s.n) && !p.at.Before(s.at) {
-				return p.at.Sub(s.at), true
-			}
-		}
-		return 0, false
-	}
-	var ttt []time.Duration
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ttt = ttt[:0]
-		for _, s := range tooLate {
-			if d, ok := covered(s); ok {
-				ttt = append(ttt, d)
-			}
-		}
-		if len(ttt) == len(tooLate) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	tooLate, lates := st.tooLate(t, ctx, tr)
+	t.Logf("the stream sent %d records to %s: %d new events (generator intended %d beyond lateness), the rest redeliveries", lates, cfg.Topics.Late, len(tooLate), man.Counts.ByCategory[generate.BeyondLateness])
+	ttt := st.timeToTruth(tooLate, 60*time.Second)
 	lap("targeted corrections")
-	slices.Sort(ttt)
 	if len(tooLate) == 0 || len(ttt) < len(tooLate) {
 		t.Errorf("targeted corrections covered %d of %d too-late events", len(ttt), len(tooLate))
 	}
-	pct := func(q float64) time.Duration {
-		if len(ttt) == 0 {
-			return 0
-		}
-		return ttt[min(len(ttt)-1, int(q*float64(len(ttt))))]
-	}
 	tttLine := fmt.Sprintf("time-to-truth for too-late events (targeted correction, debounce %v): n=%d p50=%v p99=%v max=%v",
-		cfg.Batch.CorrectDebounce, len(ttt), pct(0.50).Round(10*time.Millisecond), pct(0.99).Round(10*time.Millisecond), pct(1).Round(10*time.Millisecond))
+		cfg.Batch.CorrectDebounce, len(ttt), percentile(ttt, 0.50).Round(10*time.Millisecond), percentile(ttt, 0.99).Round(10*time.Millisecond), percentile(ttt, 1).Round(10*time.Millisecond))
 	t.Log(tttLine)
 
 	// The daily reconciliation, for every date the traffic touched.
@@ -404,8 +248,8 @@ func TestTruthEndToEnd(t *testing.T) {
 	}
 	lap("schedule")
 
-	if ui != "" {
-		checkUI(t, ctx, ui, *uiCheck, workflows.ReconcileWorkflowID(dates[0]))
+	if st.ui != "" {
+		checkUI(t, ctx, st.ui, *uiCheck, workflows.ReconcileWorkflowID(dates[0]))
 		lap("ui check")
 	}
 
@@ -431,6 +275,251 @@ func TestTruthEndToEnd(t *testing.T) {
 	}
 }
 
+// truthStack is the system the batch-truth end-to-end test and
+// BenchmarkTimeToTruth run on: a real Temporal dev server, a kfake broker
+// with reckon's topics, the batch worker (archive and truth workflows) and
+// the stream worker in process, every committed pane observed. Windows
+// are seconds instead of minutes (5 s windows, 2 s allowed lateness, 1 s
+// out-of-orderness and idle timeout, 1 s correction debounce), so windows
+// close while a run lasts. Everything stops in tb's cleanup or when ctx
+// ends.
+type truthStack struct {
+	cfg  *config.Config
+	sets []string // the --set flags cfg was loaded with, for `reckon` calls
+	tc   client.Client
+	lk   *lake.Lake
+	obs  *paneObserver
+	ui   string // the Temporal UI's address, when started withUI
+}
+
+func startTruthStack(tb testing.TB, ctx context.Context, withUI bool) *truthStack {
+	tb.Helper()
+	st := &truthStack{}
+	var hostport string
+	if withUI {
+		st.tc, hostport, st.ui = temporalWithUI(tb)
+	} else {
+		st.tc, hostport = testenv.Temporal(tb)
+	}
+	_, brokers := testenv.Kafka(tb, 1, "")
+	const tq = "truth-e2e"
+	st.sets = []string{
+		"kafka.brokers=" + brokers[0], "temporal.address=" + hostport, "temporal.task_queue=" + tq,
+		"lake.root=" + lakeDir(tb), "metrics.addr=", "stream_worker.instance=e2e", "stream_worker.commit_interval=50ms",
+		"batch.horizon_margin=1s", "batch.horizon_poll=1s", "batch.correct_debounce=1s", "batch.correct_max_delay=3s",
+		"batch.late_wait=1s", "batch.pane_archive_idle=500ms",
+		// A dedup memory shorter than the redelivery delay (2s): the stream
+		// counts some redeliveries twice. Those windows never reach the
+		// late topic; only the reconciliation finds them (duplicates).
+		"stream_worker.dedup_ttl=500ms",
+	}
+	cfg, err := config.Load("", nil, st.sets)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Seconds instead of minutes, so windows close while the test runs.
+	for i := range cfg.Streams {
+		s := &cfg.Streams[i]
+		s.Window, s.AllowedLateness, s.OutOfOrderness, s.IdleTimeout, s.EmitInterval, s.Rolling = 5*time.Second, 2*time.Second, time.Second, time.Second, 0, 0
+	}
+	st.cfg = cfg
+	m, err := topics.Load("")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "test")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer closeAdm()
+	if _, err := topics.Apply(ctx, adm, m); err != nil {
+		tb.Fatal(err)
+	}
+	if st.lk, err = lake.Open(lake.Options{Root: cfg.Lake.Root}); err != nil {
+		tb.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	// The batch worker (archive + truth) and its long-running workflows.
+	w := worker.New(st.tc, tq, worker.Options{})
+	registerBatch(w, cfg, st.lk)
+	registerTruth(w, cfg, st.lk)
+	if err := w.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(w.Stop)
+	if err := startArchives(ctx, cfg, st.tc, quiet); err != nil {
+		tb.Fatal(err)
+	}
+	if err := startTruth(ctx, cfg, st.tc, quiet); err != nil {
+		tb.Fatal(err)
+	}
+
+	// The stream worker, in process.
+	sw, err := streaming.New(cfg, quiet, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sctx, stopStream := context.WithCancel(ctx)
+	streamDone := make(chan error, 1)
+	go func() { streamDone <- sw.Run(sctx) }()
+	tb.Cleanup(func() { stopStream(); <-streamDone })
+
+	// Every committed pane, with the wall time this observer saw it.
+	st.obs = newPaneObserver(tb, ctx, cfg)
+	return st
+}
+
+// lakeDir is a temporary lake root removed after everything registered
+// later has stopped. Unlike t.TempDir it retries the removal for a while:
+// an activity the stopped worker had in flight may still be finishing a
+// progress file.
+func lakeDir(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "reckon-truth-e2e-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		for i := 0; ; i++ {
+			err := os.RemoveAll(dir)
+			if err == nil || i == 50 {
+				if err != nil {
+					tb.Errorf("remove %s: %v", dir, err)
+				}
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+	return dir
+}
+
+// sent is a valid event as the generator released it.
+type sent struct {
+	key, win string
+	at       time.Time
+	n        int // valid unique events of its window released so far, itself included
+}
+
+// truthTraffic is what a live generator run sent.
+type truthTraffic struct {
+	man   *generate.Manifest
+	sends map[string]sent // event_id → when the generator released it
+	// redelivered holds partition/offset of the redeliveries.
+	redelivered map[string]bool
+}
+
+// liveTraffic runs the generator's payments scenario against the stack,
+// paced by the wall clock (count records at rate per second), with events
+// beyond allowed lateness, duplicates redelivered after 2 s and poison.
+func (st *truthStack) liveTraffic(tb testing.TB, ctx context.Context, seed, count int64, rate float64) *truthTraffic {
+	tb.Helper()
+	o := generate.Defaults(generate.Payments)
+	var err error
+	o.Target, err = generate.TargetFromConfig(st.cfg, generate.Payments)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o.Seed, o.Count, o.Rate, o.Keys = seed, count, rate, 30
+	o.LateFraction, o.BeyondLatenessFraction, o.Delay = 0.08, 0.5, generate.DelayDist{Kind: "uniform", Mean: time.Second}
+	o.DuplicateFraction, o.PoisonFraction, o.SkewFraction, o.RedeliveryDelay = 0.02, 0.01, 0, 2*time.Second
+	o.Start = time.Now().UTC().Truncate(time.Millisecond)
+	g, err := generate.New(o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rec := generate.NewRecorder(g)
+	prod, err := kgo.NewClient(append(kafkaconn.Opts(st.cfg.Kafka, "generate"), generate.ProducerOpts()...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer prod.Close()
+	tr := &truthTraffic{sends: map[string]sent{}, redelivered: map[string]bool{}}
+	valid := map[string]int{}
+	var redeliveredMu sync.Mutex // protects tr.redelivered until Run returns
+	sink := generate.NewKafkaSink(prod, func(r generate.Record, p int32, o int64) {
+		if r.Category == generate.Duplicate {
+			redeliveredMu.Lock()
+			tr.redelivered[fmt.Sprintf("%d/%d", p, o)] = true
+			redeliveredMu.Unlock()
+		}
+	})
+	err = g.Run(ctx, sink, generate.RunOptions{Clock: generate.SystemClock, Epoch: o.Start, OnRecord: func(r generate.Record) {
+		rec.Add(r)
+		if !r.Category.Valid() || r.Stream == "" {
+			return
+		}
+		win := r.EventTime.UTC().Truncate(o.Target.Window).Format(time.RFC3339)
+		valid[r.KeyName+"|"+win]++
+		tr.sends[r.EventID] = sent{r.KeyName, win, time.Now(), valid[r.KeyName+"|"+win]}
+	}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	redeliveredMu.Lock()
+	defer redeliveredMu.Unlock()
+	tr.man = rec.Manifest(true, nil)
+	return tr
+}
+
+// tooLate returns the new events among those the stream sent to the late
+// topic, and how many records the late topic holds.
+func (st *truthStack) tooLate(tb testing.TB, ctx context.Context, tr *truthTraffic) ([]sent, int) {
+	tb.Helper()
+	var out []sent
+	lates := readLate(tb, ctx, st.cfg)
+	for _, l := range lates {
+		// A redelivery the stream no longer remembered went to the late
+		// topic too; it changes no truth, so it has no time-to-truth.
+		if s, ok := tr.sends[l.eventID]; ok && !tr.redelivered[l.source] {
+			out = append(out, s)
+		}
+	}
+	return out, len(lates)
+}
+
+// timeToTruth waits up to wait for a batch pane covering each too-late
+// event (its window, counting at least as many events as were released up
+// to it) and returns, sorted, the time from the generator releasing each
+// covered event to the observer seeing that pane committed.
+func (st *truthStack) timeToTruth(tooLate []sent, wait time.Duration) []time.Duration {
+	covered := func(panes []seenPane, s sent) (time.Duration, bool) {
+		for _, p := range panes {
+			if p.pane.ComputedBy == event.ComputedByBatch && p.pane.Key == s.key && p.pane.WindowStart.UTC().Format(time.RFC3339) == s.win &&
+				p.pane.Count >= int64(s.n) && !p.at.Before(s.at) {
+				return p.at.Sub(s.at), true
+			}
+		}
+		return 0, false
+	}
+	var ttt []time.Duration
+	deadline := time.Now().Add(wait)
+	for {
+		ttt = ttt[:0]
+		panes := st.obs.snapshot()
+		for _, s := range tooLate {
+			if d, ok := covered(panes, s); ok {
+				ttt = append(ttt, d)
+			}
+		}
+		if len(ttt) == len(tooLate) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	slices.Sort(ttt)
+	return ttt
+}
+
+// percentile is the q-quantile (0..1) of sorted ds, 0 when empty.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
+}
+
 // paneObserver reads every committed pane of the summaries topic and
 // remembers when it saw it.
 type paneObserver struct {
@@ -443,7 +532,7 @@ type seenPane struct {
 	at   time.Time
 }
 
-func newPaneObserver(t *testing.T, ctx context.Context, cfg *config.Config) *paneObserver {
+func newPaneObserver(t testing.TB, ctx context.Context, cfg *config.Config) *paneObserver {
 	t.Helper()
 	o := &paneObserver{}
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "observer"),
@@ -505,7 +594,7 @@ type lateRecord struct {
 }
 
 // readLate returns every committed record on the late topic.
-func readLate(t *testing.T, ctx context.Context, cfg *config.Config) []lateRecord {
+func readLate(t testing.TB, ctx context.Context, cfg *config.Config) []lateRecord {
 	t.Helper()
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "late-reader"),
 		kgo.ConsumeTopics(cfg.Topics.Late), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -570,7 +659,7 @@ func recordHistory(t *testing.T, ctx context.Context, c client.Client, id, path 
 }
 
 // temporalWithUI is testenv.Temporal with the web UI on a free port.
-func temporalWithUI(t *testing.T) (client.Client, string, string) {
+func temporalWithUI(t testing.TB) (client.Client, string, string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

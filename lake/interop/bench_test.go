@@ -25,7 +25,8 @@ import (
 )
 
 // benchRows is the size of the benchmark lake: RECKON_BENCH_ROWS, default
-// 1,000,000 (the ADR and BENCHMARKS.md figures use 10,000,000).
+// 1,000,000 (`make bench` sets BENCH_ROWS, 5,000,000; the ADR 0003 figures
+// used 10,000,000).
 func benchRows() int {
 	if v, err := strconv.Atoi(os.Getenv("RECKON_BENCH_ROWS")); err == nil && v > 0 {
 		return v
@@ -71,6 +72,11 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if l, err := benchLakeIfBuilt(); err == nil && l != nil {
 		os.RemoveAll(l.Root())
+	}
+	if dayLakeBuilt {
+		if d, err := dayLakeOnce(); err == nil {
+			os.RemoveAll(d.root)
+		}
 	}
 	os.Exit(code)
 }

@@ -1,0 +1,249 @@
+package benchreport
+
+// The suite: what BENCHMARKS.md shows, section by section. This table is
+// the one place that names benchmarks, metrics, references and goals; the
+// renderer only evaluates it against a run.
+
+// Package paths of the benchmarks.
+const (
+	pkgEvent    = "reckon/internal/event"
+	pkgOperator = "reckon/streaming/operator"
+	pkgStream   = "reckon/streaming"
+	pkgLake     = "reckon/lake"
+	pkgInterop  = "reckon/lake/interop"
+	pkgGenerate = "reckon/internal/generate"
+	pkgWorkers  = "reckon/workers"
+)
+
+// Section is one heading of the report.
+type Section struct {
+	Title string
+	// Goal is the section's goal in words; "" when it has none.
+	Goal string
+	// About says what is measured and how, in a sentence or two.
+	About string
+	Rows  []Row
+}
+
+// Row is one line of a section's table: reckon's figure, the reference
+// beside it and, when the row carries a goal, the goal.
+type Row struct {
+	Case   string
+	Reckon Figure
+	// Ref is the reference: a figure of the same run or a published
+	// anchor. Zero: none.
+	Ref  Reference
+	Goal *Goal
+}
+
+// Figure names a metric of a benchmark: Bench is the package path, a dot
+// and the benchmark's full name; Metric a unit of its result lines, or
+// MetricN for the iteration count.
+type Figure struct {
+	Bench, Metric string
+}
+
+// MetricN selects a result line's iteration count as the figure.
+const MetricN = "N"
+
+// Reference is either another figure of the same run or a published
+// anchor (Text, with Value in the reckon figure's unit when a ratio makes
+// sense, else 0).
+type Reference struct {
+	Figure *Figure
+	Text   string
+	// Short is Text for the goals summary; "" means Text.
+	Short string
+	Value float64
+}
+
+// GoalKind says how a goal is checked against the median of reckon's
+// figure.
+type GoalKind int
+
+const (
+	// AtLeast: figure ≥ Value.
+	AtLeast GoalKind = iota
+	// Below: figure < Value.
+	Below
+	// TimeRatioAtMost: reckon's time is at most Value times the
+	// reference's (for rates, time is the inverse of the figure).
+	TimeRatioAtMost
+	// Scale: the benchmark passed (every key it pushed finalized) with
+	// at least Value iterations; fewer is "not checked", not "not met".
+	Scale
+)
+
+// Goal is a target a row's figure is checked against.
+type Goal struct {
+	Text  string
+	Kind  GoalKind
+	Value float64
+	// Unit names what a Scale goal counts ("keys").
+	Unit string
+	// Hint says how to run the check when Scale was not reached.
+	Hint string
+}
+
+func fig(pkg, name, metric string) Figure { return Figure{Bench: pkg + "." + name, Metric: metric} }
+
+func ref(pkg, name, metric string) Reference {
+	f := fig(pkg, name, metric)
+	return Reference{Figure: &f}
+}
+
+// Published anchors.
+var (
+	flinkQ0 = Reference{Text: "Flink Nexmark q0 (pass-through) 155 K events/s/core; q12 75.7 K (published)",
+		Short: "Flink Nexmark q0 155 K events/s/core (published)", Value: 155_000}
+	// FACTS.md: parquet-go with default settings, one core, row building
+	// included.
+	parquetGoDefaults = Reference{Text: "parquet-go defaults, zstd: 1.4 M rows/s incl. row building (FACTS.md, one core)",
+		Short: "parquet-go defaults 1.4 M rows/s (FACTS.md)", Value: 1_400_000}
+	commitFloor    = Reference{Text: "floor: the 20 ms commit interval (outputs are visible when their transaction commits)", Short: "floor: 20 ms commit interval"}
+	dailyReconcile = Reference{Text: "without targeted corrections: the daily reconciliation at 02:00 UTC, i.e. hours"}
+)
+
+const (
+	opHot  = "BenchmarkOperatorHotPath/"
+	hourly = "BenchmarkHourly/"
+	recomp = "BenchmarkRecomputeDay/"
+	zrep   = "BenchmarkZReportThroughput"
+	ttt    = "BenchmarkTimeToTruth"
+)
+
+// Suite is the report's sections, in order.
+var Suite = []Section{
+	{
+		Title: "Stream hot path, one core",
+		Goal:  "≥ 1,000,000 events/s/core for decode + gate + dedup + window",
+		About: "Per event: decode and gate a payment envelope, read key and value, dedup by event_id (the set full at its bound, so every insert evicts), update a 1-minute window over 10,000 keys; `-cpu 1`, figures per CPU-second of the process.",
+		Rows: []Row{
+			{Case: "**decode + gate + dedup (1M ids) + window**", Reckon: fig(pkgOperator, opHot+"decode+gate+dedup=1M+window", "cpu-events/s"), Ref: flinkQ0,
+				Goal: &Goal{Text: "≥ 1,000,000 events/s/core", Kind: AtLeast, Value: 1_000_000}},
+			{Case: "decode + gate + dedup (1M ids) + window + rolling 60 s", Reckon: fig(pkgOperator, opHot+"decode+gate+dedup=1M+window+rolling", "cpu-events/s"), Ref: flinkQ0},
+			{Case: "decode + gate + dedup (10k ids, cache-resident) + window", Reckon: fig(pkgOperator, opHot+"decode+gate+dedup=10k+window", "cpu-events/s"), Ref: flinkQ0},
+			{Case: "records already decoded: dedup (1M ids) + window", Reckon: fig(pkgOperator, opHot+"dedup=1M+window", "cpu-events/s")},
+			{Case: "records already decoded: dedup (1M ids) + window + rolling", Reckon: fig(pkgOperator, opHot+"dedup=1M+window+rolling", "cpu-events/s")},
+			{Case: "records already decoded: dedup (10k ids) + window", Reckon: fig(pkgOperator, opHot+"dedup=10k+window", "cpu-events/s")},
+			{Case: "dedup set alone, 1M ids", Reckon: fig(pkgOperator, "BenchmarkDedup/1000000", "cpu-events/s")},
+			{Case: "dedup set alone, 10k ids", Reckon: fig(pkgOperator, "BenchmarkDedup/10000", "cpu-events/s")},
+		},
+	},
+	{
+		Title: "Quality gate, one core",
+		About: "The seed-002 envelope: decode, envelope rules, data rules (part of the hot path above). References in the same run: the standard library decoding the same bytes into structs without any check, and fastjson's lenient parse alone.",
+		Rows: []Row{
+			{Case: "gate check vs `encoding/json` into structs", Reckon: fig(pkgEvent, "BenchmarkGateCheck", "cpu-ns/op"), Ref: ref(pkgEvent, "BenchmarkReferenceEncodingJSON", "cpu-ns/op")},
+			{Case: "gate check vs fastjson parse (no checks)", Reckon: fig(pkgEvent, "BenchmarkGateCheck", "cpu-ns/op"), Ref: ref(pkgEvent, "BenchmarkReferenceFastjsonParse", "cpu-ns/op")},
+			{Case: "gate check + key/value access", Reckon: fig(pkgEvent, "BenchmarkGateCheckAccess", "cpu-ns/op"), Ref: ref(pkgEvent, "BenchmarkReferenceFastjsonParse", "cpu-ns/op")},
+			{Case: "gate parse alone (structural minimum) vs fastjson parse", Reckon: fig(pkgEvent, "BenchmarkGateParse", "cpu-ns/op"), Ref: ref(pkgEvent, "BenchmarkReferenceFastjsonParse", "cpu-ns/op")},
+			{Case: "gate parse alone vs fastjson strict validation", Reckon: fig(pkgEvent, "BenchmarkGateParse", "ns/op"), Ref: ref(pkgEvent, "BenchmarkReferenceFastjsonValidate", "ns/op")},
+			{Case: "a rejection (reasons built)", Reckon: fig(pkgEvent, "BenchmarkGateCheckInvalid", "ns/op")},
+		},
+	},
+	{
+		Title: "Stream state, one core",
+		About: "Retained heap per unit of operator state, and a full snapshot of a busy partition (1M dedup ids, 10k keys with windows and rolling buffers).",
+		Rows: []Row{
+			{Case: "dedup entry", Reckon: fig(pkgOperator, "BenchmarkStateBytes/dedup/1M", "bytes/entry")},
+			{Case: "window (10-byte keys)", Reckon: fig(pkgOperator, "BenchmarkStateBytes/window/100k-keys", "bytes/window")},
+			{Case: "rolling point", Reckon: fig(pkgOperator, "BenchmarkStateBytes/rolling/100k-keys×10", "bytes/point")},
+			{Case: "snapshot size", Reckon: fig(pkgOperator, "BenchmarkSnapshot/encode", "bytes")},
+			{Case: "snapshot encode", Reckon: fig(pkgOperator, "BenchmarkSnapshot/encode", "ns/op")},
+			{Case: "snapshot restore", Reckon: fig(pkgOperator, "BenchmarkSnapshot/restore", "ns/op")},
+		},
+	},
+	{
+		Title: "Stream end to end through kfake, exactly-once effect on",
+		Goal:  "≥ 150,000 events/s",
+		About: "200,000 payment events (10,000 users, 60 s rolling features, 5-minute windows, late events, duplicates) produced before the clock starts; one stream worker, the broker in the same process, one transaction per iteration holding outputs, operator snapshots and offsets; events/s from the first record to the last committed offset (wall clock, both cores).",
+		Rows: []Row{
+			{Case: "**events/s, end to end**", Reckon: fig(pkgStream, "BenchmarkStreamEndToEnd", "events/s"), Ref: flinkQ0,
+				Goal: &Goal{Text: "≥ 150,000 events/s", Kind: AtLeast, Value: 150_000}},
+		},
+	},
+	{
+		Title: "Stream latency at 10,000 events/s",
+		Goal:  "p99 produce → feature readable < 50 ms",
+		About: "Paced 10,000 events/s for 5 s, commit interval 20 ms: from producing an event to its rolling feature being readable by a read-committed consumer.",
+		Rows: []Row{
+			{Case: "**p99**", Reckon: fig(pkgStream, "BenchmarkStreamLatency", "p99-ms"), Ref: commitFloor,
+				Goal: &Goal{Text: "< 50 ms", Kind: Below, Value: 50}},
+			{Case: "p50", Reckon: fig(pkgStream, "BenchmarkStreamLatency", "p50-ms"), Ref: commitFloor},
+		},
+	},
+	{
+		Title: "Archive write, one core",
+		Goal:  "≥ 1,000,000 rows/s/core",
+		About: "1,000,000 pre-decoded raw rows: sort, split by hour, encode (zstd), fsync, rename; and the archiver's whole path for a 200,000-record batch (gate decode + write). Rows per CPU-second with `-cpu 1`.",
+		Rows: []Row{
+			{Case: "**write rows, zstd level 1 (the default)**", Reckon: fig(pkgLake, "BenchmarkWriteRaw/zstd=1", "rows/cpu-s"), Ref: parquetGoDefaults,
+				Goal: &Goal{Text: "≥ 1,000,000 rows/s/core", Kind: AtLeast, Value: 1_000_000}},
+			{Case: "write rows, zstd level 2", Reckon: fig(pkgLake, "BenchmarkWriteRaw/zstd=2", "rows/cpu-s"), Ref: parquetGoDefaults},
+			{Case: "write rows, zstd level 3", Reckon: fig(pkgLake, "BenchmarkWriteRaw/zstd=3", "rows/cpu-s"), Ref: parquetGoDefaults},
+			{Case: "full archive path (gate decode + write)", Reckon: fig(pkgLake, "BenchmarkArchiveBatch", "rows/cpu-s"), Ref: parquetGoDefaults},
+			{Case: "bytes on disk, zstd level 1", Reckon: fig(pkgLake, "BenchmarkWriteRaw/zstd=1", "bytes/event")},
+			{Case: "bytes on disk, zstd level 3", Reckon: fig(pkgLake, "BenchmarkWriteRaw/zstd=3", "bytes/event")},
+		},
+	},
+	{
+		Title: "Lake query vs DuckDB",
+		Goal:  "hourly aggregation ≤ 2.0× DuckDB's time",
+		About: "Hourly count/sum/min/max per key over a day of raw files (RECKON_BENCH_ROWS rows, 24 hourly files, 50 keys), the same files in the same run: reckon's reader (parquet-go, dedup by event_id), the same on arrow-go's pqarrow, DuckDB with `SET threads = 1` without and with `DISTINCT ON (event_id)`. Rows per CPU-second of the process.",
+		Rows: []Row{
+			{Case: "**reckon (with dedup) vs DuckDB without dedup**", Reckon: fig(pkgInterop, hourly+"reckon", "rows/cpu-s"), Ref: ref(pkgInterop, hourly+"duckdb", "rows/cpu-s"),
+				Goal: &Goal{Text: "≤ 2.0× DuckDB's time", Kind: TimeRatioAtMost, Value: 2.0}},
+			{Case: "reckon vs DuckDB with `DISTINCT ON (event_id)`", Reckon: fig(pkgInterop, hourly+"reckon", "rows/cpu-s"), Ref: ref(pkgInterop, hourly+"duckdb-dedup", "rows/cpu-s")},
+			{Case: "reckon vs arrow-go pqarrow, same algorithm", Reckon: fig(pkgInterop, hourly+"reckon", "rows/cpu-s"), Ref: ref(pkgInterop, hourly+"arrow", "rows/cpu-s")},
+			{Case: "wall clock: reckon vs DuckDB without dedup", Reckon: fig(pkgInterop, hourly+"reckon", "ns/op"), Ref: ref(pkgInterop, hourly+"duckdb", "ns/op")},
+			{Case: "2M rows, 96 files per day with 1% redeliveries: merge dedup vs hash set", Reckon: fig(pkgLake, "BenchmarkAggregateHourlyManyFiles/merge", "rows/cpu-s"), Ref: ref(pkgLake, "BenchmarkAggregateHourlyManyFiles/hash", "rows/cpu-s")},
+		},
+	},
+	{
+		Title: "Recompute a day vs DuckDB",
+		About: "One UTC day of the payments stream (RECKON_BENCH_DAY_ROWS raw rows, 1% redeliveries, 1,000 users, 5-minute windows): reckon runs the Recompute workflow's activity (`Truth.RecomputeWindows`, in Temporal's test activity environment, kfake in process): read the published panes, scan and dedup the raw files through the stream operator's window code, compare every window, write the truth table. DuckDB (`SET threads = 1`) runs the same grouping with `DISTINCT ON (event_id)` over the same files. The truth table equals DuckDB's answer window by window (checked before timing). No numeric goal.",
+		Rows: []Row{
+			{Case: "rows per CPU-second", Reckon: fig(pkgInterop, recomp+"reckon", "rows/cpu-s"), Ref: ref(pkgInterop, recomp+"duckdb", "rows/cpu-s")},
+			{Case: "wall clock per day", Reckon: fig(pkgInterop, recomp+"reckon", "ns/op"), Ref: ref(pkgInterop, recomp+"duckdb", "ns/op")},
+			{Case: "windows checked", Reckon: fig(pkgInterop, recomp+"reckon", "windows")},
+		},
+	},
+	{
+		Title: "Z-reports on the Temporal dev server",
+		Goal:  "10,000 business keys all finalized, ≥ 300 signals/s",
+		About: "N business keys × 3 parts through the bridge (signal-with-start) and the entity workflows to finalize → lake + complete topic, on a real dev server. The reference, measured first in the same run on the same server: the bare signal-with-start rate to a workflow that only receives signals.",
+		Rows: []Row{
+			{Case: "**signals/s accepted by the pipeline**", Reckon: fig(pkgWorkers, zrep, "signals/s"), Ref: ref(pkgWorkers, zrep, "bare-signals/s"),
+				Goal: &Goal{Text: "≥ 300 signals/s", Kind: AtLeast, Value: 300}},
+			{Case: "**keys, all finalized**", Reckon: fig(pkgWorkers, zrep, MetricN),
+				Goal: &Goal{Text: "10,000 keys", Kind: Scale, Value: 10_000, Unit: "keys", Hint: "`make bench ZREPORT_KEYS=10000` checks it (that step alone takes about 12 minutes on a quiet machine, over the suite's budget)"}},
+			{Case: "keys finalized/s", Reckon: fig(pkgWorkers, zrep, "finalized-keys/s")},
+			{Case: "time until all final", Reckon: fig(pkgWorkers, zrep, "s-to-all-final")},
+			{Case: "Go heap after (bridge + worker + kfake)", Reckon: fig(pkgWorkers, zrep, "heap-MiB")},
+		},
+	},
+	{
+		Title: "Time to truth for too-late events",
+		About: "The end-to-end test's stack (real dev server, kfake, stream and batch workers in process; 5 s windows, 2 s allowed lateness, 1 s correction debounce) under 1,200 live payments at 60/s: from the generator releasing an event beyond allowed lateness to a read-committed observer seeing the batch correction pane that counts it. No numeric goal.",
+		Rows: []Row{
+			{Case: "p50", Reckon: fig(pkgWorkers, ttt, "p50-s"), Ref: dailyReconcile},
+			{Case: "p99", Reckon: fig(pkgWorkers, ttt, "p99-s"), Ref: dailyReconcile},
+			{Case: "max", Reckon: fig(pkgWorkers, ttt, "max-s"), Ref: dailyReconcile},
+			{Case: "too-late events measured", Reckon: fig(pkgWorkers, ttt, "events")},
+		},
+	},
+	{
+		Title: "Traffic generator",
+		About: "Finite runs as `reckon generate --count` makes them, default mix and without the 1 MiB oversized poison records.",
+		Rows: []Row{
+			{Case: "sensors", Reckon: fig(pkgGenerate, "BenchmarkGenerate/sensors/default", "events/s")},
+			{Case: "sensors, no oversized", Reckon: fig(pkgGenerate, "BenchmarkGenerate/sensors/no-oversized", "events/s")},
+			{Case: "payments", Reckon: fig(pkgGenerate, "BenchmarkGenerate/payments/default", "events/s")},
+			{Case: "payments, no oversized", Reckon: fig(pkgGenerate, "BenchmarkGenerate/payments/no-oversized", "events/s")},
+			{Case: "fiscal", Reckon: fig(pkgGenerate, "BenchmarkGenerate/fiscal/default", "events/s")},
+			{Case: "fiscal, no oversized", Reckon: fig(pkgGenerate, "BenchmarkGenerate/fiscal/no-oversized", "events/s")},
+			{Case: "sensors with JSONL rendering", Reckon: fig(pkgGenerate, "BenchmarkJSONL", "events/s")},
+		},
+	},
+}
