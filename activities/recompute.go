@@ -587,7 +587,7 @@ func (a *Truth) RecomputeWindows(ctx context.Context, in RecomputeInput) (Recomp
 	now := a.now().UTC()
 	rep := &res.Report
 	var corrections []candidate
-	var truthRows []event.Pane
+	truthRows := make([]event.Pane, 0, len(order))
 	for _, k := range order {
 		t := truth[k]
 		pb := pub[k]

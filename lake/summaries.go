@@ -122,6 +122,7 @@ func (l *Lake) readPaneTable(table, stream string, from, to time.Time) ([]event.
 			if err != nil {
 				return nil, err
 			}
+			out = slices.Grow(out, len(rows))
 			for _, r := range rows {
 				if r.WindowStart >= fromUS && r.WindowStart < toUS {
 					out = append(out, r.Pane())

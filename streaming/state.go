@@ -38,6 +38,10 @@ const (
 	// transaction (a broker refuses records over max.message.bytes; a
 	// million remembered event ids alone are ~19 MB).
 	headerChunks = "reckon.chunks"
+	// headerProc: the partition's processing clock (Unix ns) when the
+	// record was committed; a restored partition's clock resumes there, so
+	// an idle partition keeps ticking (idle watermark) after a restart.
+	headerProc = "reckon.proc"
 )
 
 // chunkBytes is the largest state record value written (a variable so
@@ -97,6 +101,7 @@ type snapshot struct {
 	next   int64 // next raw offset to process; -1 when unknown
 	epoch  int64 // checkpoint epoch; 0 for records written before epochs
 	chunks int   // records the checkpoint is split into; 0 or 1 = one
+	proc   int64 // processing clock at commit (Unix ns); 0 = unknown
 }
 
 // loadState reads the committed snapshots of the given keys from the
@@ -184,6 +189,8 @@ func loadState(ctx context.Context, cfg *config.Config, want map[string]bool) (m
 					snap.epoch = n
 				case h.Key == headerChunks && n > 0 && n < 1<<20:
 					snap.chunks = int(n)
+				case h.Key == headerProc:
+					snap.proc = n
 				}
 			}
 			out[k] = snap

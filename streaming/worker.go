@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"reckon/internal/config"
@@ -42,6 +44,14 @@ type Worker struct {
 	// replaying is set while a restore replays committed records through
 	// the operators: outputs, metrics and retry counting are suppressed.
 	replaying bool
+
+	// Partitions assigned but not yet restored, restored eagerly (before
+	// their first record) so an idle partition keeps ticking after a
+	// restart or rebalance; the value is the next attempt. assignedMu
+	// guards assigned, filled by the group's callback.
+	eager      map[tp]time.Time
+	assignedMu sync.Mutex
+	assigned   []tp
 }
 
 type tp struct {
@@ -106,7 +116,7 @@ func New(cfg *config.Config, log *slog.Logger, reg *metrics.Registry) (*Worker, 
 	w := &Worker{
 		cfg: cfg, log: log, m: newWorkerMetrics(reg), now: time.Now,
 		byTopic: map[string][]config.Stream{}, gate: gate,
-		parts: map[tp]*partition{}, attempts: map[recordRef]int{},
+		parts: map[tp]*partition{}, attempts: map[recordRef]int{}, eager: map[tp]time.Time{},
 	}
 	for _, s := range cfg.Streams {
 		w.byTopic[s.Topic] = append(w.byTopic[s.Topic], s)
@@ -135,6 +145,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	revoked := make(chan []tp, 16)
 	onRevoke := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		w.unassign(m)
 		var l []tp
 		for t, ps := range m {
 			for _, p := range ps {
@@ -154,6 +165,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(w.onAssigned),
 		kgo.OnPartitionsRevoked(onRevoke),
 		kgo.OnPartitionsLost(onRevoke),
 		kgo.ProducerLinger(0),
@@ -176,6 +188,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err := sess.Begin(); err != nil {
 			return fmt.Errorf("streaming: begin: %w", err)
 		}
+		w.restoreAssigned(ctx, sess)
 		// Outputs are produced as they are made, so their delivery
 		// overlaps processing; End only flushes the rest and commits.
 		produced := 0
@@ -339,6 +352,7 @@ func (w *Worker) abort(ctx, octx context.Context, sess *kgo.GroupTransactSession
 }
 
 func (w *Worker) drop(k tp) {
+	delete(w.eager, k)
 	if p, ok := w.parts[k]; ok {
 		w.m.forget(p)
 		delete(w.parts, k)
@@ -390,6 +404,7 @@ func (w *Worker) stateKeys(k tp) map[string]bool {
 func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[string]snapshot) (*partition, error) {
 	p := &partition{tp: k, next: first, ckptWall: w.now()}
 	epoch, from, haveCkpt := int64(0), int64(-1), false
+	var proc int64 // the latest committed processing clock
 	for _, s := range w.byTopic[k.topic] {
 		op, err := operator.New(operatorOptions(s, w.cfg.Stream))
 		if err != nil {
@@ -408,6 +423,7 @@ func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[strin
 				return nil, fmt.Errorf("state %s is checkpoint %d at offset %d, other streams of the partition are at %d/%d", key, snap.epoch, snap.next, epoch, from)
 			}
 			epoch, from, haveCkpt = snap.epoch, snap.next, true
+			proc = max(proc, snap.proc)
 		}
 		p.ops = append(p.ops, &streamOp{cfg: s, op: op, keyPath: "data." + s.KeyField, valuePath: "data." + s.ValueField})
 	}
@@ -421,6 +437,12 @@ func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[strin
 			return nil, fmt.Errorf("state %s: log of checkpoint %d from offset %d does not continue checkpoint %d at offset %d", logKey(k.topic, k.partition), l.epoch, l.from, epoch, from)
 		}
 		p.log = *l
+		proc = max(proc, lg.proc)
+	}
+	if proc > 0 {
+		// The processing clock resumes where the committed state left it
+		// (not at the wall clock: downtime does not count as idle time).
+		p.lastArrival, p.lastWall = time.Unix(0, proc).UTC(), w.now()
 	}
 	if p.log.from < 0 {
 		// Nothing committed yet: a fresh start at the consumer offset.
@@ -611,12 +633,16 @@ func (w *Worker) stateRecords(part *partition, now time.Time) []*kgo.Record {
 	e := logEntry{next: part.next, tick: part.tickAt, skipped: part.skipped}
 	part.tickAt, part.skipped = 0, nil
 	next := []byte(strconv.FormatInt(part.next, 10))
+	var proc []byte
+	if t, ok := part.procNow(now); ok {
+		proc = []byte(strconv.FormatInt(t.UnixNano(), 10))
+	}
 	sc := w.cfg.Stream
 	if part.sinceCkpt < sc.CheckpointRecords && now.Sub(part.ckptWall) < sc.CheckpointInterval && len(part.log.entries) < maxLogEntries {
 		part.log.entries = append(part.log.entries, e)
 		return []*kgo.Record{{
 			Topic: w.cfg.Topics.StreamState, Key: []byte(logKey(part.topic, part.partition)), Value: part.log.encode(),
-			Headers: []kgo.RecordHeader{{Key: headerNextOffset, Value: next}, {Key: headerEpoch, Value: []byte(strconv.FormatInt(part.log.epoch, 10))}},
+			Headers: []kgo.RecordHeader{{Key: headerNextOffset, Value: next}, {Key: headerEpoch, Value: []byte(strconv.FormatInt(part.log.epoch, 10))}, {Key: headerProc, Value: proc}},
 		}}
 	}
 	part.log = replayLog{epoch: part.log.epoch + 1, from: part.next}
@@ -631,7 +657,7 @@ func (w *Worker) stateRecords(part *partition, now time.Time) []*kgo.Record {
 				Topic:   w.cfg.Topics.StreamState,
 				Key:     []byte(chunkKey(stateKey(so.cfg.Name, part.topic, part.partition), i)),
 				Value:   c,
-				Headers: []kgo.RecordHeader{{Key: headerNextOffset, Value: next}, {Key: headerEpoch, Value: epoch}, {Key: headerChunks, Value: n}},
+				Headers: []kgo.RecordHeader{{Key: headerNextOffset, Value: next}, {Key: headerEpoch, Value: epoch}, {Key: headerChunks, Value: n}, {Key: headerProc, Value: proc}},
 			})
 		}
 	}
@@ -664,4 +690,75 @@ func (p *produceErrors) first() (*kgo.Record, int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.rec, p.n, p.err
+}
+
+// onAssigned queues newly assigned partitions for an eager restore (the
+// group's callback; the run loop restores them).
+func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	w.assignedMu.Lock()
+	defer w.assignedMu.Unlock()
+	for t, ps := range m {
+		for _, p := range ps {
+			w.assigned = append(w.assigned, tp{t, p})
+		}
+	}
+}
+
+// unassign forgets queued eager restores of revoked or lost partitions
+// (the group's callback, so a queued partition is never restored after it
+// moved to another worker).
+func (w *Worker) unassign(m map[string][]int32) {
+	w.assignedMu.Lock()
+	defer w.assignedMu.Unlock()
+	w.assigned = slices.DeleteFunc(w.assigned, func(k tp) bool { return slices.Contains(m[k.topic], k.partition) })
+}
+
+// restoreAssigned restores assigned partitions before their first record
+// arrives, at the group's stable committed offset (the offset the consumer
+// resumes from), so that an idle partition's processing clock and idle
+// watermark go on after a restart instead of waiting for new data. A
+// partition that cannot be restored yet is tried again a second later;
+// the first fetched record restores it anyway.
+func (w *Worker) restoreAssigned(ctx context.Context, sess *kgo.GroupTransactSession) {
+	now := w.now()
+	w.assignedMu.Lock()
+	for _, k := range w.assigned {
+		w.eager[k] = now
+	}
+	w.assigned = w.assigned[:0]
+	w.assignedMu.Unlock()
+	var due []tp
+	for k, at := range w.eager {
+		if _, ok := w.parts[k]; ok {
+			delete(w.eager, k)
+		} else if !now.Before(at) {
+			due = append(due, k)
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	fctx, cancel := context.WithTimeout(kadm.RequireStable(ctx), time.Second)
+	defer cancel()
+	offs, err := kadm.NewClient(sess.Client()).FetchOffsets(fctx, w.cfg.Stream.Group)
+	for _, k := range due {
+		var o kadm.OffsetResponse
+		found := false
+		if err == nil {
+			o, found = offs.Lookup(k.topic, k.partition)
+		}
+		switch {
+		case err != nil || (found && o.Err != nil):
+			w.eager[k] = now.Add(time.Second)
+		case !found || o.At < 0:
+			delete(w.eager, k) // nothing committed: nothing to restore
+		default:
+			if _, err := w.partitionFor(ctx, k, o.At); err != nil {
+				w.log.Debug("eager restore deferred", "topic", k.topic, "partition", k.partition, "err", err)
+				w.eager[k] = now.Add(time.Second)
+				continue
+			}
+			delete(w.eager, k)
+		}
+	}
 }
