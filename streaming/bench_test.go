@@ -101,7 +101,18 @@ func BenchmarkStreamLatency(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		time.Sleep(2 * time.Second) // group join
+		// Warm up: one event end to end, so the group join and the first
+		// transactions are behind us (a fixed sleep was too short on a
+		// loaded machine: no feature seen at all).
+		warm := time.Now().UTC()
+		pr.Produce(ctx, &kgo.Record{Topic: "payments-kejadian", Key: []byte("warmup"), Timestamp: warm, Value: fmt.Appendf(nil,
+			`{"event_id":%q,"event_type":"payment.checkout.completed","occurred_at":%q,"data":{"user_id":"warmup","amount":1}}`,
+			uuid.NewString(), warm.Format(time.RFC3339Nano))}, nil)
+		select {
+		case <-seen:
+		case <-time.After(time.Minute):
+			b.Fatal("the warm-up event's feature was not seen within a minute")
+		}
 		b.StartTimer()
 		// Event time = produce time, so latency = visible − event time.
 		tick := time.NewTicker(time.Millisecond)
