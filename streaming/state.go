@@ -141,6 +141,10 @@ func loadState(ctx context.Context, cfg *config.Config, want map[string]bool) (m
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "stream-state"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transaction markers are delivered too, so the read ends at the
+		// last stable offset (a marker, as every state write is
+		// transactional) without waiting for an idle poll.
+		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
 		return nil, err
@@ -169,6 +173,9 @@ func loadState(ctx context.Context, cfg *config.Config, want map[string]bool) (m
 		fetches.EachRecord(func(r *kgo.Record) {
 			if r.Offset+1 >= remaining[r.Partition] {
 				delete(remaining, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
 			}
 			k := string(r.Key)
 			if !want[baseKey(k)] {
