@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Gate defaults; config.Load fills the same values.
@@ -71,7 +72,8 @@ func NewDeadLetter(r Result, topic string, partition int32, offset int64, record
 //
 // A Gate is not safe for concurrent use (it reuses its decoder's buffers):
 // use one per goroutine or partition. Decoding a valid envelope allocates
-// only the EventID string.
+// nothing but, every 56 records, a 2 KiB chunk the EventID strings are cut
+// from.
 type Gate struct {
 	maxPayload    int
 	maxFutureSkew time.Duration
@@ -92,11 +94,30 @@ type Gate struct {
 	reasons []string
 
 	// Scratch buffers reused across records.
-	keys    []keyRef
-	keyBuf  []byte // unescaped keys
-	valBuf  []byte // an unescaped string value
-	slots   []int32
-	dupSeen map[string]struct{}
+	keys     []keyRef
+	keyBuf   []byte // unescaped keys
+	valBuf   []byte // an unescaped string value
+	slots    []int32
+	dupSeen  map[string]struct{}
+	ids      []byte     // the current chunk EventID strings are cut from
+	lastType *typeRules // the last known event type seen
+}
+
+// idChunk is the size of the chunks EventID strings are cut from: one
+// allocation per 56 records instead of one per record. A kept EventID
+// keeps its chunk alive, at most idChunk bytes.
+const idChunk = 2048
+
+// idString returns s (a 36-byte event id) as a string in the current
+// chunk. Bytes handed out are never written again, so the strings are
+// immutable like any other.
+func (g *Gate) idString(s []byte) string {
+	if len(g.ids)+len(s) > cap(g.ids) {
+		g.ids = make([]byte, 0, max(idChunk, len(s)))
+	}
+	off := len(g.ids)
+	g.ids = append(g.ids, s...)
+	return unsafe.String(&g.ids[off], len(s))
 }
 
 // maxRetainedBytes bounds each scratch buffer kept between records.
@@ -160,6 +181,7 @@ type fieldRule struct {
 	required       bool
 	typ            valueType
 	re             *regexp.Regexp // anchored
+	dfa            *patternDFA    // re's language when the DFA can decide it; nil: use re
 	pattern        string         // as configured, for reasons
 	min, max       float64
 	hasMin, hasMax bool
@@ -293,6 +315,7 @@ func compileField(at, name string, fr FieldRule, bad func(string, ...any)) (fiel
 			fail(".pattern: %v", err)
 		} else {
 			r.re = regexp.MustCompile(`^(?:` + fr.Pattern + `)$`)
+			r.dfa = compilePatternDFA(fr.Pattern)
 		}
 	}
 	return r, ok
@@ -425,13 +448,19 @@ func (g *Gate) decode(raw []byte) bool {
 		case string(s) == "00000000-0000-0000-0000-000000000000":
 			g.add("event_id", "the nil UUID is not an event id")
 		default:
-			g.env.EventID = string(s)
+			g.env.EventID = g.idString(s)
 		}
 	}
 
 	if n := g.typeN; n >= 0 && nodes[n].kind == kindString {
 		s := g.stringValue(n)
-		if tr, ok := g.types[string(s)]; ok {
+		tr := g.lastType // a partition's records are mostly of one type
+		if tr == nil || tr.name != string(s) {
+			if tr = g.types[string(s)]; tr != nil {
+				g.lastType = tr
+			}
+		}
+		if tr != nil {
 			g.typ, g.env.EventType = tr, tr.name
 		} else {
 			g.env.EventType = string(s)
@@ -554,7 +583,7 @@ func (g *Gate) checkField(r *fieldRule, v int32) {
 			g.add(r.field, fmt.Sprintf("length %d below min_len %d", len(s), r.minLen))
 		case r.maxLen > 0 && len(s) > r.maxLen:
 			g.add(r.field, fmt.Sprintf("length %d above max_len %d", len(s), r.maxLen))
-		case r.re != nil && !r.re.Match(s):
+		case r.re != nil && !r.matchPattern(s):
 			g.add(r.field, g.literal(v)+" does not match pattern "+r.pattern)
 		case len(r.enum) > 0 && !slices.Contains(r.enum, string(s)):
 			g.add(r.field, g.literal(v)+" is not one of "+strings.Join(r.enum, ", "))
@@ -598,6 +627,14 @@ func (g *Gate) checkField(r *fieldRule, v int32) {
 			wrongType()
 		}
 	}
+}
+
+// matchPattern reports whether the whole of s matches the field's pattern.
+func (r *fieldRule) matchPattern(s []byte) bool {
+	if r.dfa != nil {
+		return r.dfa.match(s)
+	}
+	return r.re.Match(s)
 }
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
@@ -789,30 +826,6 @@ func (e parseError) reason(maxDepth int) string {
 		return fmt.Sprintf("JSON nested deeper than max_depth %d at byte %d", maxDepth, e.off)
 	}
 	return fmt.Sprintf("invalid JSON at byte %d: %s", e.off, e.msg)
-}
-
-// isUUID reports whether s is a lowercase canonical UUID, 8-4-4-4-12 hex.
-func isUUID(s []byte) bool {
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return false
-	}
-	return allLowerHex(s[0:8]) && allLowerHex(s[9:13]) && allLowerHex(s[14:18]) && allLowerHex(s[19:23]) && allLowerHex(s[24:36])
-}
-
-var lowerHex = func() (t [256]bool) {
-	for _, c := range "0123456789abcdef" {
-		t[c] = true
-	}
-	return t
-}()
-
-func allLowerHex(b []byte) bool {
-	for _, c := range b {
-		if !lowerHex[c] {
-			return false
-		}
-	}
-	return true
 }
 
 // isEventType reports whether s matches ^[a-z0-9]+(\.[a-z0-9]+)+$.

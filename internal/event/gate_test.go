@@ -575,3 +575,58 @@ func TestGateReleasesHugeScratch(t *testing.T) {
 		t.Errorf("tape of %d nodes kept after a small record", cap(g.tape.nodes))
 	}
 }
+
+// TestParseUUIDMatchesReference checks the SWAR decoder against a plain
+// one on the seed id and every one-byte change of it.
+func TestParseUUIDMatchesReference(t *testing.T) {
+	ref := func(s string) ([16]byte, bool) {
+		var id [16]byte
+		if len(s) != 36 {
+			return id, false
+		}
+		j := 0
+		for i := 0; i < 36; i++ {
+			if i == 8 || i == 13 || i == 18 || i == 23 {
+				if s[i] != '-' {
+					return [16]byte{}, false
+				}
+				continue
+			}
+			var v byte
+			switch c := s[i]; {
+			case '0' <= c && c <= '9':
+				v = c - '0'
+			case 'a' <= c && c <= 'f':
+				v = c - 'a' + 10
+			default:
+				return [16]byte{}, false
+			}
+			id[j/2] |= v << (4 * (1 - j%2))
+			j++
+		}
+		return id, true
+	}
+	check := func(s string) {
+		got, ok := ParseUUID(s)
+		want, wantOK := ref(s)
+		if ok != wantOK || got != want || isUUID([]byte(s)) != wantOK {
+			t.Fatalf("ParseUUID(%q) = %x %v, want %x %v", s, got, ok, want, wantOK)
+		}
+	}
+	base := "a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d"
+	check(base)
+	check("00000000-0000-0000-0000-000000000000")
+	check("ffffffff-ffff-ffff-ffff-ffffffffffff")
+	check("01234567-89ab-cdef-0123-456789abcdef")
+	for i := range len(base) {
+		for c := 0; c < 256; c++ {
+			b := []byte(base)
+			b[i] = byte(c)
+			check(string(b))
+		}
+		check(base[:i] + base[i+1:])
+	}
+	if n := testing.AllocsPerRun(100, func() { ParseUUID(base) }); n != 0 {
+		t.Errorf("ParseUUID allocates %v times", n)
+	}
+}

@@ -2,6 +2,7 @@ package event
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -191,7 +192,16 @@ func (t *tape) run(b []byte, maxDepth int, nodes []node, stack []int32) ([]node,
 		if i >= n {
 			return nodes, stack, syntaxErr(i, "unexpected end of input, expecting a value")
 		}
-		nd := node{start: int32(i), keyStart: int32(ks), keyEnd: int32(ke), next: int32(len(nodes) + 1), flags: kf}
+		// The node is written in place: building it on the stack and
+		// appending it costs a store-forwarding stall per node.
+		idx := len(nodes)
+		if idx == cap(nodes) {
+			nodes = slices.Grow(nodes, 1)
+		}
+		nodes = nodes[:idx+1]
+		nd := &nodes[idx]
+		nd.start, nd.end, nd.keyStart, nd.keyEnd, nd.next = int32(i), 0, int32(ks), int32(ke), int32(idx+1)
+		nd.kind, nd.flags = 0, kf
 		switch c := b[i]; {
 		case c == '"':
 			j, flags, perr := scanString(b, i)
@@ -202,7 +212,7 @@ func (t *tape) run(b []byte, maxDepth int, nodes []node, stack []int32) ([]node,
 			i = j
 		case c == '-' || (c >= '0' && c <= '9'):
 			if c == '-' && i+1 < n && isLetter(b[i+1]) {
-				if i, perr = t.nonFiniteWord(b, i, &nd); perr.kind != parseOK {
+				if i, perr = t.nonFiniteWord(b, i, nd); perr.kind != parseOK {
 					return nodes, stack, perr
 				}
 				break
@@ -225,8 +235,7 @@ func (t *tape) run(b []byte, maxDepth int, nodes []node, stack []int32) ([]node,
 				k, closer = kindArray, ']'
 			}
 			nd.kind = k
-			stack = append(stack, int32(len(nodes)))
-			nodes = append(nodes, nd)
+			stack = append(stack, int32(idx))
 			ks, ke, kf = 0, 0, 0
 			if i = skipWS(b, i+1); i < n && b[i] == closer {
 				goto closeContainers // empty container
@@ -253,13 +262,12 @@ func (t *tape) run(b []byte, maxDepth int, nodes []node, stack []int32) ([]node,
 			i += 4
 			nd.end, nd.kind = int32(i), kindNull
 		case c == '+' || isLetter(c):
-			if i, perr = t.nonFiniteWord(b, i, &nd); perr.kind != parseOK {
+			if i, perr = t.nonFiniteWord(b, i, nd); perr.kind != parseOK {
 				return nodes, stack, perr
 			}
 		default:
 			return nodes, stack, syntaxErr(i, "invalid "+describe(b, i)+" looking for the beginning of a value")
 		}
-		nodes = append(nodes, nd)
 
 	closeContainers:
 		// After a value: close containers or move to the next member.
@@ -592,10 +600,11 @@ func hex4(b []byte) rune {
 // keyEquals reports whether the key of member n, decoded, equals key. It
 // decodes escapes on the fly, so it needs no buffer.
 func keyEquals(raw []byte, n *node, key string) bool {
-	s := n.key(raw)
 	if n.flags&flagKeyEscaped == 0 {
-		return string(s) == key
+		// Lengths first: most keys differ in length from the one sought.
+		return int(n.keyEnd-n.keyStart) == len(key)+2 && string(raw[n.keyStart+1:n.keyEnd-1]) == key
 	}
+	s := n.key(raw)
 	var buf [utf8.UTFMax]byte
 	for len(s) > 0 {
 		r, size, esc := nextRune(s)

@@ -3,6 +3,7 @@ package event
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,6 +155,54 @@ func TestParseNumberMatchesStrconv(t *testing.T) {
 		}
 		if got := parseNumber([]byte(lit)); got != want || math.Signbit(got) != math.Signbit(want) {
 			t.Errorf("parseNumber(%s) = %v, want %v", lit, got, want)
+		}
+	}
+}
+
+// TestDaysSinceEpochMatchesTime checks the date arithmetic behind
+// parseRFC3339 against the time package for every day of years 0–9999.
+func TestDaysSinceEpochMatchesTime(t *testing.T) {
+	d := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	end := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	for ; d.Before(end); d = d.AddDate(0, 0, 1) {
+		if got := daysSinceEpoch(d.Year(), int(d.Month()), d.Day()); got*86400 != d.Unix() {
+			t.Fatalf("%v: %d days, want %d seconds", d, got, d.Unix())
+		}
+	}
+}
+
+// TestParseRFC3339MatchesTimeParse compares parseRFC3339 with time.Parse on
+// random valid date-times and on every one-byte change of them: whatever
+// parseRFC3339 accepts, time.Parse must accept as the same instant, and
+// the unchanged strings must be accepted.
+func TestParseRFC3339MatchesTimeParse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []byte("0123456789-+:.TZtz ,9")
+	for range 2000 {
+		tm := time.Unix(rng.Int64N(400*365*86400)-100*365*86400, rng.Int64N(1e9)).UTC()
+		layout := []string{"2006-01-02T15:04:05Z07:00", "2006-01-02T15:04:05.999999999Z07:00", "2006-01-02T15:04:05.000Z07:00"}[rng.IntN(3)]
+		zone := time.FixedZone("", (rng.IntN(48)-24)*1800)
+		s := tm.In(zone).Format(layout)
+		if tm.Year() < 1 || tm.In(zone).Year() > 9999 {
+			continue
+		}
+		check := func(s string) {
+			got, ok := parseRFC3339([]byte(s))
+			ref, err := time.Parse(time.RFC3339Nano, s)
+			if ok && (err != nil || !ref.Equal(got) || got.Location() != time.UTC) {
+				t.Fatalf("parseRFC3339(%q) = %v, time.Parse %v %v", s, got, ref, err)
+			}
+		}
+		if _, ok := parseRFC3339([]byte(s)); !ok {
+			t.Fatalf("parseRFC3339(%q) rejected", s)
+		}
+		check(s) // the same instant as time.Parse
+		for i := range len(s) {
+			for _, c := range alphabet {
+				b := []byte(s)
+				b[i] = c
+				check(string(b))
+			}
 		}
 	}
 }

@@ -14,13 +14,17 @@ func parseRFC3339(b []byte) (time.Time, bool) {
 	if len(b) < 20 || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
 		return time.Time{}, false
 	}
-	year, ok1 := digits(b[0:4])
-	month, ok2 := digits(b[5:7])
-	day, ok3 := digits(b[8:10])
-	hour, ok4 := digits(b[11:13])
-	minute, ok5 := digits(b[14:16])
-	sec, ok6 := digits(b[17:19])
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) ||
+	// Fixed positions, two digits at a time: this runs on every record.
+	bad := false
+	d2 := func(i int) int {
+		hi, lo := b[i]-'0', b[i+1]-'0' // a non-digit wraps above 9
+		bad = bad || hi > 9 || lo > 9
+		return int(hi)*10 + int(lo)
+	}
+	year := d2(0)*100 + d2(2)
+	month, day := d2(5), d2(8)
+	hour, minute, sec := d2(11), d2(14), d2(17)
+	if bad ||
 		month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
 		hour > 23 || minute > 59 || sec > 59 {
 		return time.Time{}, false
@@ -30,16 +34,13 @@ func parseRFC3339(b []byte) (time.Time, bool) {
 	if rest[0] == '.' {
 		i := 1
 		for i < len(rest) && isDigit(rest[i]) {
+			nsec = nsec*10 + int(rest[i]-'0')
 			i++
 		}
 		if i == 1 || i > 10 {
 			return time.Time{}, false
 		}
-		frac, _ := digits(rest[1:i])
-		for k := i; k < 10; k++ {
-			frac *= 10
-		}
-		nsec = frac
+		nsec *= int(pow10[10-i]) // i−1 digits given, 9 in a nanosecond count
 		rest = rest[i:]
 	}
 	var offset int
@@ -58,11 +59,27 @@ func parseRFC3339(b []byte) (time.Time, bool) {
 	default:
 		return time.Time{}, false
 	}
-	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
-	if offset != 0 {
-		t = t.Add(-time.Duration(offset) * time.Second)
+	// time.Unix(…).UTC() is the same value time.Date(…, time.UTC) builds,
+	// without its normalisation work: every field is in range here.
+	unix := daysSinceEpoch(year, month, day)*86400 + int64(hour*3600+minute*60+sec-offset)
+	return time.Unix(unix, int64(nsec)).UTC(), true
+}
+
+// daysSinceEpoch counts days from 1970-01-01 to a valid proleptic
+// Gregorian date of year 0–9999 (Hinnant's days_from_civil, with years
+// starting in March so the leap day comes last).
+func daysSinceEpoch(year, month, day int) int64 {
+	y := year
+	if month <= 2 {
+		y--
 	}
-	return t, true
+	y += 400 // year −1 (January 0000 shifted) must not go negative
+	era := y / 400
+	yoe := y - era*400
+	mp := (month + 9) % 12
+	doy := (153*mp+2)/5 + day - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era-1)*146097 + int64(doe) - 719468
 }
 
 // digits parses a short run of ASCII digits.

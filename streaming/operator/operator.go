@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -212,16 +213,22 @@ type Operator struct {
 	hasNextEmit bool
 	nextEmit    int64
 
-	buckets []*bucket // held windows grouped by start, ascending
-	spare   []*bucket // purged buckets for reuse
-	order   []int32   // scratch for sorting windows by key
+	buckets  []*bucket  // held windows grouped by start, ascending
+	spare    []*bucket  // purged buckets for reuse
+	order    []keyIndex // scratch for sorting windows by key
+	orderTmp []keyIndex // sortKeys' scratch
 
 	keys    map[string]*rollKey // rolling buffers
 	sweepAt int64               // next rolling horizon at which all keys are pruned
 
-	dd dedup
-	n  counters
+	dd      dedup
+	keySeed maphash.Seed // for keyHash
+	n       counters
 }
+
+// keyHash hashes a key for the window index, with a per-operator random
+// seed: keys are producer-chosen.
+func (o *Operator) keyHash(key string) uint32 { return uint32(maphash.String(o.keySeed, key)) }
 
 // counters are the monotonic counts kept in snapshots.
 type counters struct {
@@ -245,6 +252,7 @@ func New(opts Options) (*Operator, error) {
 		emit:     int64(opts.EmitInterval),
 		keys:     map[string]*rollKey{},
 		sweepAt:  math.MinInt64,
+		keySeed:  maphash.MakeSeed(),
 	}
 	o.dd.init(int64(opts.DedupTTL), opts.DedupMaxEntries)
 	return o, nil
@@ -289,13 +297,24 @@ func (o *Operator) Process(r Record, out *Out) (Verdict, error) {
 		return 0, fmt.Errorf("%w: value %v is not finite", ErrRecord, r.Value)
 	}
 	et := r.EventTime.UnixNano()
+	// With a large dedup set the id's index slot is a cache miss: start
+	// loading it, look the window up meanwhile (read only), then dedup.
+	h := o.dd.hash(r.ID)
+	o.dd.prefetch(h)
 	o.observe(r.Arrival.UnixNano())
 	o.n.records++
-	if !o.dd.add(r.ID, o.proc) {
+	var start, end int64
+	ref := windowRef{i: -1}
+	if o.size > 0 {
+		start = floorTo(et, o.size)
+		end = addSat(start, o.size)
+		ref = o.peekWindow(r.Key, o.keyHash(r.Key), start)
+	}
+	if !o.dd.addHashed(&r.ID, h, o.proc) {
 		o.n.duplicates++
 		return Duplicate, nil
 	}
-	v := o.apply(&r, et, out)
+	v := o.apply(&r, et, start, end, ref, out)
 	if !o.hasWM || et > o.maxET {
 		o.maxET = et
 	}
@@ -305,15 +324,12 @@ func (o *Operator) Process(r Record, out *Out) (Verdict, error) {
 	return v, nil
 }
 
-func (o *Operator) apply(r *Record, et int64, out *Out) Verdict {
+// apply runs the lateness decision, features and the window update for a
+// new record; [start, end) is its window and ref that window looked up
+// (when Window > 0).
+func (o *Operator) apply(r *Record, et, start, end int64, ref windowRef, out *Out) Verdict {
 	featureIn := o.roll > 0 && (!o.hasWM || et >= subSat(o.wm, o.lateness))
-	var start, end int64
-	windowIn := false
-	if o.size > 0 {
-		start = floorTo(et, o.size)
-		end = addSat(start, o.size)
-		windowIn = !o.hasWM || addSat(end, o.lateness) > o.wm
-	}
+	windowIn := o.size > 0 && (!o.hasWM || addSat(end, o.lateness) > o.wm)
 	if !featureIn && !windowIn && (o.roll > 0 || o.size > 0) {
 		o.n.late++
 		out.Late = append(out.Late, LateRecord{
@@ -331,7 +347,7 @@ func (o *Operator) apply(r *Record, et int64, out *Out) Verdict {
 		o.n.featureLate++
 	}
 	if windowIn {
-		o.fold(r.Key, start, end, r.Value, out)
+		o.fold(r.Key, start, end, r.Value, ref, out)
 		v |= InWindow
 	}
 	return v

@@ -3,8 +3,10 @@ package operator
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -269,7 +271,7 @@ func TestDedupIndex(t *testing.T) {
 		}
 	}
 	for i, e := range d.entries() {
-		if e.id != order[i] || d.find(&e.id, d.hash(&e.id)) < 0 {
+		if e.id != order[i] || d.find(&e.id, d.hash(e.id)) < 0 {
 			t.Fatalf("entry %d: %v not in FIFO order or not indexed", i, e.id)
 		}
 	}
@@ -317,6 +319,49 @@ func TestEventIDRoundTrip(t *testing.T) {
 	for _, bad := range []string{"", "A3F8E1D2-7B4C-4E2A-9C1D-5E6F7A8B9C0D", "a3f8e1d2x7b4c-4e2a-9c1d-5e6f7a8b9c0d", "a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0"} {
 		if _, ok := ParseEventID(bad); ok {
 			t.Errorf("ParseEventID(%q) accepted", bad)
+		}
+	}
+}
+
+// TestSortKeys checks the radix sort of fired windows against a plain
+// sort on key sets with long common prefixes, short and empty keys, zero
+// bytes that tie with the padding, and ties beyond the eight cached bytes.
+func TestSortKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	gens := []func(i int) string{
+		func(i int) string { return "user-" + strconv.Itoa(rng.IntN(100000)) },
+		func(i int) string {
+			return string([]byte{byte(rng.IntN(3)), byte(rng.IntN(3))}[:rng.IntN(3)]) + "\x00" + strconv.Itoa(i)
+		},
+		func(i int) string { return "sensor-" + strconv.Itoa(i%10) + "-long-shared-middle-" + strconv.Itoa(i) },
+		func(i int) string {
+			b := make([]byte, rng.IntN(12))
+			for j := range b {
+				b[j] = byte(rng.IntN(256))
+			}
+			return string(b) + strconv.Itoa(i)
+		},
+		func(i int) string { return strings.Repeat("k", i%20) },
+	}
+	var tmp []keyIndex
+	for g, gen := range gens {
+		for _, n := range []int{0, 1, 255, 256, 1000, 5000} {
+			seen := map[string]bool{}
+			var ks []keyIndex
+			for i := 0; len(ks) < n && i < 10*n; i++ {
+				if k := gen(i); !seen[k] {
+					seen[k] = true
+					ks = append(ks, keyIndex{key: k, i: int32(len(ks))})
+				}
+			}
+			want := slices.Clone(ks)
+			slices.SortFunc(want, func(x, y keyIndex) int { return strings.Compare(x.key, y.key) })
+			tmp = sortKeys(ks, tmp)
+			for i := range ks {
+				if ks[i].key != want[i].key || ks[i].i != want[i].i {
+					t.Fatalf("generator %d, n %d: position %d holds %q, want %q", g, n, i, ks[i].key, want[i].key)
+				}
+			}
 		}
 	}
 }

@@ -196,7 +196,7 @@ func decodeSnapshot(opts Options, snap []byte) (*Operator, error) {
 		if k := len(o.buckets); k > 0 && o.buckets[k-1].start >= start {
 			return nil, bad("window starts out of order")
 		}
-		bk := &bucket{start: start, end: addSat(start, o.size), fired: r.bool(), idx: map[string]int32{}}
+		bk := &bucket{start: start, end: addSat(start, o.size), fired: r.bool()}
 		if r.err == nil && bk.fired != (o.hasWM && bk.end <= o.wm) {
 			return nil, bad("window at %d: fired=%v contradicts the watermark", start, bk.fired)
 		}
@@ -209,11 +209,11 @@ func decodeSnapshot(opts Options, snap []byte) (*Operator, error) {
 			if r.err != nil {
 				return nil, bad("%v", r.err)
 			}
-			if _, dup := bk.idx[w.key]; dup || w.agg.Count < 1 {
+			w.hash = o.keyHash(w.key)
+			if bk.find(w.key, w.hash) >= 0 || w.agg.Count < 1 {
 				return nil, bad("window %q at %d repeated or empty", w.key, start)
 			}
-			bk.idx[w.key] = int32(len(bk.wins))
-			bk.wins = append(bk.wins, w)
+			bk.add(w)
 		}
 		o.buckets = append(o.buckets, bk)
 	}

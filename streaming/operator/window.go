@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -17,15 +19,74 @@ type bucket struct {
 	// every window then present, and any later-accepted event emits a late
 	// pane at once.
 	fired bool
-	idx   map[string]int32 // key → index in wins
-	wins  []window         // insertion order; emissions sort by key
+	idx   []uint64 // key → index in wins, see find
+	mask  uint32   // len(idx) − 1
+	wins  []window // insertion order; emissions sort by key
+}
+
+// The bucket's index is an open-addressing table with linear probing, not
+// a Go map: the window lookup is on every event's path, and at ten thousand
+// keys a map touches more cache lines (control word, slot, key) than the
+// one slot here, whose window the event updates anyway. A slot holds the
+// low 32 bits of the key's seeded hash (Operator.keyHash) and the window's
+// index + 1; 0 is empty. Windows only leave a bucket with the whole bucket,
+// so there is no deletion. The table is kept at most half full.
+
+// find returns the index of key's window, or -1.
+func (b *bucket) find(key string, h uint32) int32 {
+	for i := h & b.mask; len(b.idx) > 0; i = (i + 1) & b.mask {
+		s := b.idx[i]
+		if s == 0 {
+			break
+		}
+		if uint32(s>>32) == h && b.wins[uint32(s)-1].key == key {
+			return int32(uint32(s) - 1)
+		}
+	}
+	return -1
+}
+
+// add appends w, whose key b does not hold, and indexes it.
+func (b *bucket) add(w window) int32 {
+	i := int32(len(b.wins))
+	b.wins = append(b.wins, w)
+	if 2*len(b.wins) > len(b.idx) {
+		b.resize(max(16, 2*len(b.idx)))
+		return i // resize indexed every window, the new one too
+	}
+	b.place(w.hash, i)
+	return i
+}
+
+func (b *bucket) place(h uint32, i int32) {
+	j := h & b.mask
+	for b.idx[j] != 0 {
+		j = (j + 1) & b.mask
+	}
+	b.idx[j] = uint64(h)<<32 | uint64(i+1)
+}
+
+// resize rebuilds the index with size slots (a power of two) from wins.
+func (b *bucket) resize(size int) {
+	size = 1 << bits.Len(uint(size-1))
+	if cap(b.idx) >= size {
+		b.idx = b.idx[:size]
+		clear(b.idx)
+	} else {
+		b.idx = make([]uint64, size)
+	}
+	b.mask = uint32(size - 1)
+	for i := range b.wins {
+		b.place(b.wins[i].hash, int32(i))
+	}
 }
 
 type window struct {
 	key     string // owned copy; emitted panes share it
 	agg     event.Agg
-	version int64 // panes emitted so far
-	dirty   bool  // changed since its last pane (only while not fired)
+	version int64  // panes emitted so far
+	hash    uint32 // Operator.keyHash(key), for rebuilding the index
+	dirty   bool   // changed since its last pane (only while not fired)
 }
 
 // firstUnfired is the index of the first bucket not yet fired.
@@ -58,7 +119,7 @@ func (o *Operator) bucketFor(start, end int64) *bucket {
 		o.spare[n-1] = nil
 		o.spare = o.spare[:n-1]
 	} else {
-		b = &bucket{idx: map[string]int32{}}
+		b = &bucket{}
 	}
 	b.start, b.end = start, end
 	// A window whose end the watermark already passed while it held no
@@ -68,7 +129,7 @@ func (o *Operator) bucketFor(start, end int64) *bucket {
 	return b
 }
 
-// recycle keeps a purged bucket's map and slice for reuse, so a steady
+// recycle keeps a purged bucket's index and slice for reuse, so a steady
 // stream allocates no window state.
 func (o *Operator) recycle(b *bucket) {
 	clear(b.idx)
@@ -79,15 +140,39 @@ func (o *Operator) recycle(b *bucket) {
 	}
 }
 
-// fold adds v to key's window [start, end); in a fired window it emits the
-// late pane at once.
-func (o *Operator) fold(key string, start, end int64, v float64, out *Out) {
-	b := o.bucketFor(start, end)
-	i, ok := b.idx[key]
-	if !ok {
-		i = int32(len(b.wins))
-		b.wins = append(b.wins, window{key: strings.Clone(key)})
-		b.idx[b.wins[i].key] = i
+// windowRef is a window found by peekWindow: b is nil when no bucket
+// starts there, i is -1 when b holds no window for the key; h is the key's
+// hash.
+type windowRef struct {
+	b *bucket
+	i int32
+	h uint32
+}
+
+// peekWindow finds key's window starting at start, creating nothing.
+func (o *Operator) peekWindow(key string, h uint32, start int64) windowRef {
+	for j := len(o.buckets) - 1; j >= 0; j-- {
+		b := o.buckets[j]
+		if b.start == start {
+			return windowRef{b, b.find(key, h), h}
+		}
+		if b.start < start {
+			break
+		}
+	}
+	return windowRef{nil, -1, h}
+}
+
+// fold adds v to key's window [start, end), found earlier by peekWindow
+// as ref (nothing may have changed the buckets since); in a fired window it
+// emits the late pane at once.
+func (o *Operator) fold(key string, start, end int64, v float64, ref windowRef, out *Out) {
+	b, i := ref.b, ref.i
+	if b == nil {
+		b = o.bucketFor(start, end)
+	}
+	if i < 0 {
+		i = b.add(window{key: strings.Clone(key), hash: ref.h})
 	}
 	w := &b.wins[i]
 	w.agg.Add(v)
@@ -102,16 +187,90 @@ func (o *Operator) fold(key string, start, end int64, v float64, out *Out) {
 func (o *Operator) fire(b *bucket, t event.Timing, out *Out) {
 	o.order = o.order[:0]
 	for i := range b.wins {
-		o.order = append(o.order, int32(i))
+		o.order = append(o.order, keyIndex{key: b.wins[i].key, i: int32(i)})
 	}
 	o.emitOrdered(b, t, out)
 }
 
+// keyIndex is a window's key beside its index, so that sorting works on one
+// contiguous slice instead of reaching into the windows; pre caches eight
+// bytes of the key for sortKeys.
+type keyIndex struct {
+	pre uint64
+	key string
+	i   int32
+}
+
 func (o *Operator) emitOrdered(b *bucket, t event.Timing, out *Out) {
-	slices.SortFunc(o.order, func(x, y int32) int { return strings.Compare(b.wins[x].key, b.wins[y].key) })
-	for _, i := range o.order {
-		o.emitPane(b, &b.wins[i], t, out)
+	o.orderTmp = sortKeys(o.order, o.orderTmp)
+	for _, k := range o.order {
+		o.emitPane(b, &b.wins[k.i], t, out)
 	}
+	clear(o.order) // drop the key references
+}
+
+// sortKeys sorts ks by key, using tmp (returned, possibly grown) as
+// scratch. A bucket fires with as many windows as keys, often tens of
+// thousands, every window period: a comparison sort spent ~10% of the
+// operator's time there. Large sets are radix sorted on the eight bytes
+// after the keys' common prefix (big endian, zero padded), then runs that
+// tie on those bytes are sorted by the whole key.
+func sortKeys(ks, tmp []keyIndex) []keyIndex {
+	if len(ks) < 256 {
+		slices.SortFunc(ks, func(x, y keyIndex) int { return strings.Compare(x.key, y.key) })
+		return tmp
+	}
+	cp := len(ks[0].key)
+	for _, k := range ks[1:] {
+		n := min(cp, len(k.key))
+		j := 0
+		for j < n && k.key[j] == ks[0].key[j] {
+			j++
+		}
+		cp = j
+	}
+	var count [8][256]int
+	for i := range ks {
+		var b [8]byte
+		copy(b[:], ks[i].key[cp:])
+		ks[i].pre = binary.BigEndian.Uint64(b[:])
+		for d := range 8 {
+			count[d][byte(ks[i].pre>>(8*d))]++
+		}
+	}
+	tmp = slices.Grow(tmp[:0], len(ks))[:len(ks)]
+	src, dst := ks, tmp
+	for d := range 8 { // least significant byte first; each pass is stable
+		c := &count[d]
+		if c[byte(src[0].pre>>(8*d))] == len(src) {
+			continue // every key has the same byte here
+		}
+		sum := 0
+		for v := range c {
+			c[v], sum = sum, sum+c[v]
+		}
+		for _, k := range src {
+			v := byte(k.pre >> (8 * d))
+			dst[c[v]] = k
+			c[v]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &ks[0] {
+		copy(ks, src)
+	}
+	clear(tmp) // drop the key references
+	for i := 0; i < len(ks); {
+		j := i + 1
+		for j < len(ks) && ks[j].pre == ks[i].pre {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(ks[i:j], func(x, y keyIndex) int { return strings.Compare(x.key, y.key) })
+		}
+		i = j
+	}
+	return tmp
 }
 
 // EmitEarly emits an early pane for every open (not yet fired) window that
@@ -122,7 +281,7 @@ func (o *Operator) EmitEarly(out *Out) {
 		o.order = o.order[:0]
 		for i := range b.wins {
 			if b.wins[i].dirty {
-				o.order = append(o.order, int32(i))
+				o.order = append(o.order, keyIndex{key: b.wins[i].key, i: int32(i)})
 			}
 		}
 		o.emitOrdered(b, event.TimingEarly, out)
