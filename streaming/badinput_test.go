@@ -303,10 +303,16 @@ func TestDeadLetterAtSizeLimit(t *testing.T) {
 	r := &kgo.Record{Topic: cfg.Streams[0].Topic, Key: []byte("k"), Value: raw, Timestamp: m.Arrival}
 	produce(t, cfg, []*kgo.Record{r})
 	runInProcess(t, cfg)
-	var got []string
-	read(t, cfg, cfg.Topics.DLQ, func(d *kgo.Record) { got = append(got, headerMap(d)[event.HeaderReason]) })
+	var got, truncated []string
+	read(t, cfg, cfg.Topics.DLQ, func(d *kgo.Record) {
+		got = append(got, headerMap(d)[event.HeaderReason])
+		truncated = append(truncated, headerMap(d)[event.HeaderTruncated])
+	})
 	if len(got) != 1 || !strings.HasPrefix(got[0], "payload: ") {
 		t.Fatalf("a %d-byte record: dead letters %q, want one with a payload reason", len(raw), got)
+	}
+	if !strings.HasPrefix(truncated[0], "value: "+strconv.Itoa(len(raw))+" bytes") {
+		t.Errorf("dead letter of a %d-byte record: %s header %q, want the cut said", len(raw), event.HeaderTruncated, truncated[0])
 	}
 }
 

@@ -587,9 +587,6 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 	return out
 }
 
-// headerTruncated marks a dead letter whose key or value was cut.
-const headerTruncated = "reckon.truncated"
-
 // maxDeadLetterKey bounds the key copied into a dead letter;
 // deadLetterOverhead is the room kept for headers and batch framing.
 const (
@@ -614,11 +611,11 @@ func (w *Worker) deadLetter(r *kgo.Record, dl event.DeadLetter) *kgo.Record {
 	// raw topic at the source offset).
 	key, value := r.Key, r.Value
 	if len(key) > maxDeadLetterKey {
-		rh = append(rh, kgo.RecordHeader{Key: headerTruncated, Value: []byte("key: " + strconv.Itoa(len(key)) + " bytes, first " + strconv.Itoa(maxDeadLetterKey) + " kept")})
+		rh = append(rh, kgo.RecordHeader{Key: event.HeaderTruncated, Value: []byte("key: " + strconv.Itoa(len(key)) + " bytes, first " + strconv.Itoa(maxDeadLetterKey) + " kept")})
 		key = key[:maxDeadLetterKey]
 	}
 	if limit := kafkaconn.MaxRecordBytes - deadLetterOverhead - len(key); len(value) > limit {
-		rh = append(rh, kgo.RecordHeader{Key: headerTruncated, Value: []byte("value: " + strconv.Itoa(len(value)) + " bytes, first " + strconv.Itoa(limit) + " kept")})
+		rh = append(rh, kgo.RecordHeader{Key: event.HeaderTruncated, Value: []byte("value: " + strconv.Itoa(len(value)) + " bytes, first " + strconv.Itoa(limit) + " kept")})
 		value = value[:limit]
 	}
 	return &kgo.Record{Topic: w.cfg.Topics.DLQ, Key: key, Value: value, Headers: rh}
@@ -633,16 +630,19 @@ func (w *Worker) stateRecords(part *partition, now time.Time) []*kgo.Record {
 	e := logEntry{next: part.next, tick: part.tickAt, skipped: part.skipped}
 	part.tickAt, part.skipped = 0, nil
 	next := []byte(strconv.FormatInt(part.next, 10))
-	var proc []byte
-	if t, ok := part.procNow(now); ok {
-		proc = []byte(strconv.FormatInt(t.UnixNano(), 10))
+	headers := func(hs ...kgo.RecordHeader) []kgo.RecordHeader {
+		hs = append(hs, kgo.RecordHeader{Key: headerNextOffset, Value: next})
+		if t, ok := part.procNow(now); ok {
+			hs = append(hs, kgo.RecordHeader{Key: headerProc, Value: []byte(strconv.FormatInt(t.UnixNano(), 10))})
+		}
+		return hs
 	}
 	sc := w.cfg.Stream
 	if part.sinceCkpt < sc.CheckpointRecords && now.Sub(part.ckptWall) < sc.CheckpointInterval && len(part.log.entries) < maxLogEntries {
 		part.log.entries = append(part.log.entries, e)
 		return []*kgo.Record{{
 			Topic: w.cfg.Topics.StreamState, Key: []byte(logKey(part.topic, part.partition)), Value: part.log.encode(),
-			Headers: []kgo.RecordHeader{{Key: headerNextOffset, Value: next}, {Key: headerEpoch, Value: []byte(strconv.FormatInt(part.log.epoch, 10))}, {Key: headerProc, Value: proc}},
+			Headers: headers(kgo.RecordHeader{Key: headerEpoch, Value: []byte(strconv.FormatInt(part.log.epoch, 10))}),
 		}}
 	}
 	part.log = replayLog{epoch: part.log.epoch + 1, from: part.next}
@@ -657,7 +657,7 @@ func (w *Worker) stateRecords(part *partition, now time.Time) []*kgo.Record {
 				Topic:   w.cfg.Topics.StreamState,
 				Key:     []byte(chunkKey(stateKey(so.cfg.Name, part.topic, part.partition), i)),
 				Value:   c,
-				Headers: []kgo.RecordHeader{{Key: headerNextOffset, Value: next}, {Key: headerEpoch, Value: epoch}, {Key: headerChunks, Value: n}, {Key: headerProc, Value: proc}},
+				Headers: headers(kgo.RecordHeader{Key: headerEpoch, Value: epoch}, kgo.RecordHeader{Key: headerChunks, Value: n}),
 			})
 		}
 	}

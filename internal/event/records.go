@@ -102,6 +102,9 @@ const (
 	HeaderDeadAt          = "reckon.dead_at"
 	HeaderAttempts        = "reckon.attempts"
 	HeaderStage           = "reckon.stage"
+	// HeaderTruncated marks a dead letter whose key or value was cut to fit
+	// the broker's record limit (the original stays at the source offset).
+	HeaderTruncated = "reckon.truncated"
 )
 
 // Header is a transport-neutral key/value header.
