@@ -129,7 +129,8 @@ e2e: temporal
 # temporary data dir and lake, a finite paced payments run with a manifest,
 # SIGKILLs (stream 3×, batch 2×, Temporal and the broker once) at random
 # points, then reconcile and `reckon verify --truth`. Prints the kills, the
-# ledger and `chaos: N passed, M failed`; under 10 minutes.
+# ledger and `chaos: N passed, M failed`; under 12 minutes (the reconcile
+# waits ~2 minutes for the late tail's partitions to idle past the windows).
 # CHAOS_ARGS e.g. -seed 42 -keep -count 1800 -rate 10.
 CHAOS_ARGS ?=
 .PHONY: chaos

@@ -108,8 +108,7 @@ func (a *Truth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResul
 	if err := ends.Error(); err != nil {
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("truth: topic %s: %v", st.Topic, err), ErrTypeTruthTopic, err)
 	}
-	parts := len(ends[st.Topic])
-	res.ArchivedThrough, err = a.Lake.ArchivedThrough(st.Topic, parts)
+	res.ArchivedThrough, err = a.Lake.ArchivedThrough(st.Topic, len(ends[st.Topic]))
 	if err != nil {
 		return res, err
 	}
@@ -121,44 +120,30 @@ func (a *Truth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResul
 		res.Ready = true
 		return res, nil
 	}
-	after, err := adm.ListOffsetsAfterMilli(ctx, res.Horizon.UnixMilli(), st.Topic)
+	pos, err := a.streamPositions(ctx, adm, st.Topic)
 	if err != nil {
-		return res, fmt.Errorf("truth: offsets after horizon %s: %w", st.Topic, err)
-	}
-	committed, err := adm.FetchOffsetsForTopics(ctx, a.Cfg.Stream.Group, st.Topic)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		committed, err = kadm.OffsetResponses{}, nil // the stream never committed anything
-	}
-	if err != nil {
-		return res, fmt.Errorf("truth: stream group offsets: %w", err)
+		return res, err
 	}
 	var behind []string
-	quiet := map[int32]int64{} // partitions without a record past the horizon → end offset
+	parts := map[int32]partitionPos{}
 	ends.Each(func(e kadm.ListedOffset) {
 		if e.Offset == 0 {
 			return // an empty partition holds no window
 		}
-		need := e.Offset
-		if o, ok := after.Lookup(st.Topic, e.Partition); ok && o.Err == nil && o.Offset >= 0 && o.Offset < e.Offset {
-			need = o.Offset + 1 // the stream must have consumed the first record past the horizon
-		} else {
-			quiet[e.Partition] = e.Offset
+		c, ok := pos[e.Partition]
+		if !ok || c <= 0 {
+			behind = append(behind, fmt.Sprintf("%d (nothing consumed of %d records)", e.Partition, e.Offset))
+			return
 		}
-		c, ok := committed.Lookup(st.Topic, e.Partition)
-		if !ok || c.Err != nil || c.At < need {
-			at := int64(-1)
-			if ok {
-				at = c.At
-			}
-			behind = append(behind, fmt.Sprintf("%d at %d, need %d", e.Partition, at, need))
-		}
+		parts[e.Partition] = partitionPos{consumed: c, end: e.Offset}
 	})
 	slices.Sort(behind)
 	if len(behind) > 0 {
-		res.Waiting = fmt.Sprintf("stream group %s is behind the horizon %s on %s partitions %s", a.Cfg.Stream.Group, fmtTime(res.Horizon), st.Topic, strings.Join(behind, ", "))
+		res.Waiting = fmt.Sprintf("stream group %s has not consumed %s partitions %s", a.Cfg.Stream.Group, st.Topic, strings.Join(behind, ", "))
 		return res, nil
 	}
-	if why, err := a.quietPartitions(ctx, st, in.To, res.ArchivedThrough, quiet); err != nil || why != "" {
+	why, err := a.watermarksPast(ctx, st, in.To, parts)
+	if err != nil || why != "" {
 		res.Waiting = why
 		return res, err
 	}
@@ -166,58 +151,135 @@ func (a *Truth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResul
 	return res, nil
 }
 
-// quietPartitions checks the partitions that received nothing past the
-// horizon. Their watermark moves only by the idle rule: it stood at
-// (max event time − out-of-orderness) after the partition's last record
-// and advances with processing time once idle_timeout has passed since
-// that record — every record, a too-late one included, restarts the idle
-// clock. The windows ending at end are purged once
-//
-//	now ≥ last record's timestamp + idle_timeout + (end + lateness − watermark at it) + margin
-//
-// with "now" the archive's observation time (a wall clock reading) and the
-// max event time from the lake's last hour of the range (the stream
-// consumed every record, CheckHorizon made sure). It returns what is
-// missing, or "".
-func (a *Truth) quietPartitions(ctx context.Context, st config.Stream, end, now time.Time, quiet map[int32]int64) (string, error) {
-	if len(quiet) == 0 {
-		return "", nil
+// partitionPos is where the stream group stands on one partition: the
+// committed offset (everything before it is processed) and the end.
+type partitionPos struct{ consumed, end int64 }
+
+// streamPositions returns the stream group's committed offset per
+// partition of topic (none when the group never committed).
+func (a *Truth) streamPositions(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	committed, err := adm.FetchOffsetsForTopics(ctx, a.Cfg.Stream.Group, topic)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[int32]int64{}, nil // the stream never committed anything
 	}
+	if err != nil {
+		return nil, fmt.Errorf("truth: stream group offsets: %w", err)
+	}
+	out := map[int32]int64{}
+	committed.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.Topic == topic && o.At >= 0 {
+			out[o.Partition] = o.At
+		}
+	})
+	return out, nil
+}
+
+// watermarksPast checks that the stream's watermark on every partition
+// stood at or past end + allowed lateness where the stream group's
+// committed offset is: from then on the stream has purged the windows
+// ending at end, publishes no pane of them and sends their events to the
+// late topic. The watermark is max(event time) − out-of-orderness over the
+// valid records processed, or the idle rule's advance; records ingested
+// late (a tail of too-late events) do not move it, so ingest time alone
+// proves nothing. Per partition, either
+//
+//   - the lake holds a record of the stream's event types at an offset
+//     below the committed one with event time ≥ end + lateness +
+//     out-of-orderness (a record the stream processed moved its watermark
+//     past the purge point; the lake holds every record before it), or
+//   - the stream consumed the whole partition, the lake archived all of it,
+//     and the idle rule advanced the watermark past the purge point:
+//     now ≥ last record's timestamp + idle_timeout + (purge point −
+//     watermark after it) + margin. Every record, a too-late one
+//     included, restarts the idle clock.
+//
+// It returns what is missing, or "".
+func (a *Truth) watermarksPast(ctx context.Context, st config.Stream, end time.Time, parts map[int32]partitionPos) (string, error) {
+	purgeAt := end.Add(st.AllowedLateness)
+	needET := purgeAt.Add(st.OutOfOrderness).UnixMicro()
+	// The watermark after the partition's records: the maximum event time
+	// from about a window before the range end on (older records would
+	// only lower it: assume the least), hour by hour until every partition
+	// is proven.
 	scanFrom := end.Add(-max(st.Window, time.Hour))
 	maxET := map[int32]int64{}
-	if _, err := a.Lake.Scan(ctx, lake.Query{Topic: st.Topic, From: scanFrom, To: end, EventTypes: st.EventTypes}, lake.ColOccurredAt|lake.ColKafkaPartition, func(r *lake.RawRow) error {
-		if _, ok := quiet[r.KafkaPartition]; ok && r.OccurredAt*1000 > maxET[r.KafkaPartition] {
-			maxET[r.KafkaPartition] = r.OccurredAt * 1000
-		}
-		return nil
-	}); err != nil {
-		return "", err
+	for p := range parts {
+		maxET[p] = scanFrom.UnixMicro()
 	}
-	last, err := lastRecordTimes(ctx, a.Cfg.Kafka, st.Topic, quiet)
+	unproven := func() int {
+		n := 0
+		for _, et := range maxET {
+			if et < needET {
+				n++
+			}
+		}
+		return n
+	}
+	hours, err := a.Lake.RawHours(ctx, st.Topic, scanFrom, a.now().Add(maxFutureHours))
 	if err != nil {
 		return "", err
 	}
-	var waiting []string
-	for _, p := range slices.Sorted(maps.Keys(quiet)) {
-		et, ok := maxET[p]
-		if !ok {
-			et = scanFrom.UnixNano() // older than the scan: assume the least
+	for _, h := range hours {
+		if unproven() == 0 {
+			break
 		}
-		wm := time.Unix(0, et).Add(-st.OutOfOrderness)
-		purgeAt := end.Add(st.AllowedLateness)
-		if !wm.Before(purgeAt) {
+		if _, err := a.Lake.Scan(ctx, lake.Query{Topic: st.Topic, From: maxTime(h, scanFrom), To: h.Add(time.Hour), EventTypes: st.EventTypes},
+			lake.ColOccurredAt|lake.ColKafkaPartition|lake.ColKafkaOffset|lake.ColKey, func(r *lake.RawRow) error {
+				pp, ok := parts[r.KafkaPartition]
+				if ok && r.KafkaOffset < pp.consumed && r.Key != "" && r.OccurredAt > maxET[r.KafkaPartition] {
+					maxET[r.KafkaPartition] = r.OccurredAt
+				}
+				return nil
+			}); err != nil {
+			return "", err
+		}
+	}
+	idle := map[int32]int64{} // consumed and archived to the end: the idle rule may apply
+	var waiting []string
+	for _, p := range slices.Sorted(maps.Keys(parts)) {
+		pp := parts[p]
+		if maxET[p] >= needET {
 			continue
 		}
-		ready := last[p].Add(st.IdleTimeout + purgeAt.Sub(wm) + a.Cfg.Batch.HorizonMargin)
-		if now.Before(ready) {
-			waiting = append(waiting, fmt.Sprintf("%d (last record %s, watermark %s)", p, fmtTime(last[p]), fmtTime(wm)))
+		wm := time.UnixMicro(maxET[p]).Add(-st.OutOfOrderness).UTC()
+		if pp.consumed < pp.end {
+			waiting = append(waiting, fmt.Sprintf("%d (stream at offset %d of %d, watermark %s)", p, pp.consumed, pp.end, fmtTime(wm)))
+			continue
+		}
+		prog, err := a.Lake.ReadProgress(st.Topic, p)
+		if err != nil && !errors.Is(err, lake.ErrNoProgress) {
+			return "", err
+		}
+		if prog.NextOffset < pp.end {
+			waiting = append(waiting, fmt.Sprintf("%d (archived to offset %d of %d)", p, prog.NextOffset, pp.end))
+			continue
+		}
+		idle[p] = pp.end
+	}
+	if len(idle) > 0 {
+		last, err := lastRecordTimes(ctx, a.Cfg.Kafka, st.Topic, idle)
+		if err != nil {
+			return "", err
+		}
+		now := a.now()
+		for _, p := range slices.Sorted(maps.Keys(idle)) {
+			wm := time.UnixMicro(maxET[p]).Add(-st.OutOfOrderness)
+			ready := last[p].Add(st.IdleTimeout + purgeAt.Sub(wm) + a.Cfg.Batch.HorizonMargin)
+			if now.Before(ready) {
+				waiting = append(waiting, fmt.Sprintf("%d (idle since %s, watermark %s, idle-advanced past the purge point at %s)", p, fmtTime(last[p]), fmtTime(wm), fmtTime(ready)))
+			}
 		}
 	}
 	if len(waiting) == 0 {
 		return "", nil
 	}
-	return fmt.Sprintf("quiet partitions of %s still idle-advancing their watermark to %s: %s", st.Topic, fmtTime(end.Add(st.AllowedLateness)), strings.Join(waiting, ", ")), nil
+	slices.Sort(waiting)
+	return fmt.Sprintf("stream watermark of %s not yet past %s (end + allowed lateness) on partitions %s", st.Topic, fmtTime(purgeAt), strings.Join(waiting, ", ")), nil
 }
+
+// maxFutureHours bounds the event-hour directories a watermark proof
+// lists: events lie at most the gate's future skew ahead of arrival.
+const maxFutureHours = 7 * 24 * time.Hour
 
 // lastRecordTimes reads the timestamp of the record before each given end
 // offset.

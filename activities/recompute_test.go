@@ -412,8 +412,13 @@ func TestConcurrentRecomputesNeverShareAVersion(t *testing.T) {
 }
 
 // TestCheckHorizon: not final until the archive passed end + lateness +
-// out-of-orderness + idle timeout + margin on every partition AND the
-// stream group consumed past it; targeted mode waits for offsets only.
+// out-of-orderness + idle timeout + margin, and the stream's watermark
+// passed end + lateness on every partition at the group's committed offset
+// — proven by a processed record late enough in event time, or by the
+// idle rule once the stream consumed (and the lake archived) everything.
+// A tail of too-late records keeps the idle clock from running: the case
+// `make chaos` found, where a window was "corrected" while the stream
+// still accepted events for it. Targeted mode waits for offsets only.
 func TestCheckHorizon(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kfake")
@@ -425,20 +430,34 @@ func TestCheckHorizon(t *testing.T) {
 	if want := end.Add(5*time.Minute + 5*time.Second + time.Minute + time.Second); !h.Equal(want) {
 		t.Fatalf("horizon %v, want %v", h, want)
 	}
-	// Raw records on Kafka: partition 0 has one past the horizon, partition 1 not.
-	var recs []*kgo.Record
-	for i, ts := range []time.Time{t0, h.Add(-time.Second), h.Add(time.Second)} {
-		recs = append(recs, &kgo.Record{Topic: rawTopic, Partition: int32(min(i, 1)) ^ 1, Value: []byte("x"), Timestamp: ts})
+	now := h
+	f.a.Now = func() time.Time { return now }
+	// Partition 0: an event of the range, then one whose event time moves
+	// the watermark past the purge point (end + 5m lateness + 5s).
+	f.event(0, "u1", t0.Add(14*time.Minute), t0.Add(14*time.Minute), 1)
+	f.event(0, "u1", end.Add(5*time.Minute+6*time.Second), end.Add(5*time.Minute+6*time.Second), 1)
+	// Partition 1: its last on-time event at t0+10m, then nothing.
+	f.event(1, "u2", t0.Add(10*time.Minute), t0.Add(10*time.Minute), 1)
+	produced := map[int32]int{}
+	produceRaw := func() {
+		t.Helper()
+		var recs []*kgo.Record
+		for p := int32(0); p < 2; p++ {
+			for _, r := range f.raw[p][produced[p]:] {
+				recs = append(recs, &kgo.Record{Topic: rawTopic, Partition: p, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
+			}
+			produced[p] = len(f.raw[p])
+		}
+		cl, err := kgo.NewClient(append(kafkaconn.Opts(f.cfg.Kafka, "test-p"), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// partition 1: t0; partition 0: h-1s, h+1s
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(f.cfg.Kafka, "test-p"), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	produceRaw()
 	check := func(in activities.HorizonInput) activities.HorizonResult {
 		t.Helper()
 		r, err := run[activities.HorizonResult](t, f.a, f.a.CheckHorizon, in)
@@ -449,19 +468,15 @@ func TestCheckHorizon(t *testing.T) {
 	}
 	in := activities.HorizonInput{Stream: "payments", To: end}
 	for p := int32(0); p < 2; p++ {
-		if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: p, NextOffset: 1, ArchivedThrough: h.Add(-time.Minute)}); err != nil {
+		if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: p, NextOffset: 0, ArchivedThrough: h.Add(-time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "archive") {
 		t.Fatalf("archive behind: %+v", r)
 	}
-	for p := int32(0); p < 2; p++ {
-		if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: p, NextOffset: 2, ArchivedThrough: h.Add(time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "stream group") {
+	f.archive(t, h.Add(time.Minute))
+	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "has not consumed") {
 		t.Fatalf("stream never consumed: %+v", r)
 	}
 	adm := kadm.NewClient(f.cl)
@@ -473,31 +488,67 @@ func TestCheckHorizon(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	commit(0, 1) // consumed h-1s only: not past the horizon
-	commit(1, 1) // consumed everything there is
-	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "0 at 1, need 2") {
-		t.Fatalf("stream behind on partition 0: %+v", r)
+	commit(0, 1) // processed t0+14m only: watermark t0+13m55s
+	commit(1, 1) // processed everything there is
+	// Partition 1 idles from t0+10m at watermark t0+9m55s: it reaches the
+	// purge point t0+20m after 1m idle + 10m05s, plus the 1s margin.
+	idleReady := t0.Add(10*time.Minute + time.Minute + 10*time.Minute + 5*time.Second + time.Second)
+	now = idleReady.Add(-time.Second)
+	r := check(in)
+	if r.Ready || !strings.Contains(r.Waiting, "0 (stream at offset 1 of 2") || !strings.Contains(r.Waiting, "1 (idle since") {
+		t.Fatalf("partition 0 behind, partition 1 idling: %+v", r)
 	}
 	commit(0, 2)
-	// Partition 1 went quiet at t0 (no event in the lake's last hour of the
-	// range either): its watermark idle-advances from about an hour before
-	// the range end, so the windows are purged only ~1h after its last
-	// record.
-	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "quiet partitions") || !strings.Contains(r.Waiting, "1 (last record") {
-		t.Fatalf("quiet partition: %+v", r)
+	if r := check(in); r.Ready || strings.Contains(r.Waiting, "0 (") || !strings.Contains(r.Waiting, "1 (idle since") {
+		t.Fatalf("partition 0 proven by its record, partition 1 still idling: %+v", r)
 	}
-	for p := int32(0); p < 2; p++ {
-		if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: p, NextOffset: 3, ArchivedThrough: t0.Add(3 * time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	now = idleReady
 	if r := check(in); !r.Ready {
 		t.Fatalf("should be final: %+v", r)
 	}
 
+	// A too-late record (t0+9m, its window long fired) arrives on the idle
+	// partition: it restarts the idle clock without moving the watermark.
+	// Until the stream has processed it and the lake holds it, and then an
+	// idle timeout plus the watermark's gap later, the stream could still
+	// accept an event of the range.
+	lateAt := h.Add(30 * time.Second) // past the horizon: ingest time proves nothing
+	f.event(1, "u2", t0.Add(9*time.Minute), lateAt, 1)
+	produceRaw()
+	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "1 (stream at offset 1 of 2") {
+		t.Fatalf("late record not yet processed: %+v", r)
+	}
+	commit(1, 2)
+	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "1 (archived to offset 1 of 2") {
+		t.Fatalf("late record not yet archived: %+v", r)
+	}
+	gate, err := event.NewGate(f.cfg.Gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := f.lk.NewRawWriter(lake.RawTable{Topic: rawTopic, KeyPath: "data.user_id", ValuePath: "data.amount"}, gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteRange(1, 1, 1, f.raw[1][1:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 2, ArchivedThrough: h.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	lateReady := lateAt.Add(time.Minute + 10*time.Minute + 5*time.Second + time.Second)
+	now = lateReady.Add(-time.Second)
+	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "1 (idle since "+lateAt.Format(time.RFC3339)) {
+		t.Fatalf("late record restarted the idle clock: %+v", r)
+	}
+	now = lateReady
+	if r := check(in); !r.Ready {
+		t.Fatalf("should be final again: %+v", r)
+	}
+
 	// Targeted: the lake must hold the late events' offsets.
 	tin := activities.HorizonInput{Stream: "payments", To: end, After: []activities.PartitionOffset{{Partition: 0, Offset: 1}, {Partition: 1, Offset: 3}}}
-	if r := check(tin); r.Ready || !strings.Contains(r.Waiting, "/1 archived to 3, need 4") {
+	if r := check(tin); r.Ready || !strings.Contains(r.Waiting, "/1 archived to 2, need 4") {
 		t.Fatalf("targeted: %+v", r)
 	}
 	if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 4, ArchivedThrough: t0.Add(3 * time.Hour)}); err != nil {

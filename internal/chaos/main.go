@@ -64,7 +64,7 @@ func main() {
 	count := flag.Int64("count", 1800, "records the generator produces")
 	rate := flag.Float64("rate", 10, "generator rate, events per second (paced on the wall clock)")
 	seed := flag.Int64("seed", 0, "random seed of the kill schedule and the generator (0: from the clock)")
-	budget := flag.Duration("timeout", 9*time.Minute+30*time.Second, "give up after this long")
+	budget := flag.Duration("timeout", 12*time.Minute, "give up after this long")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	flag.Parse()
 	if *seed == 0 {
