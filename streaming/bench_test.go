@@ -53,8 +53,26 @@ func benchEnv(b *testing.B, n int64) (*config.Config, []*kgo.Record) {
 		o.Rate, o.Keys = 1000, 10_000 // 60 s rolling windows hold a handful of events per user, as in payments
 		o.PoisonFraction = 0          // the 1 MiB oversized poison would dominate the bytes moved
 	})
+	productionCheckpoints(b, cfg)
 	produce(b, cfg, recs)
 	return cfg, recs
+}
+
+// productionCheckpoints undoes the tests' tiny checkpoints (every 150
+// records, 2 KiB chunks, so that every restore in the tests mixes chunked
+// checkpoints and replay logs) for a benchmark: the defaults a user runs
+// (checkpoint_interval, checkpoint_records, 4 MiB chunks). With the test
+// settings every transaction of a busy partition wrote a full checkpoint.
+func productionCheckpoints(b *testing.B, cfg *config.Config) {
+	def, err := config.Load("", nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Stream.CheckpointInterval = def.Stream.CheckpointInterval
+	cfg.Stream.CheckpointRecords = def.Stream.CheckpointRecords
+	prev := chunkBytes
+	chunkBytes = productionChunkBytes
+	b.Cleanup(func() { chunkBytes = prev })
 }
 
 // BenchmarkStreamLatency measures the time from producing an event to its
@@ -66,6 +84,7 @@ func BenchmarkStreamLatency(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		cfg, _ := newTestEnv(b, 1)
+		productionCheckpoints(b, cfg)
 		cfg.Stream.CommitInterval = 20 * time.Millisecond
 		w, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 		if err != nil {

@@ -46,7 +46,10 @@ const (
 
 // chunkBytes is the largest state record value written (a variable so
 // tests can make every checkpoint span several records).
-var chunkBytes = 4 << 20
+var chunkBytes = productionChunkBytes
+
+// productionChunkBytes is chunkBytes outside tests.
+const productionChunkBytes = 4 << 20
 
 // chunkKey is the key of chunk i of a checkpoint.
 func chunkKey(key string, i int) string {
