@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,7 +27,10 @@ import (
 // before the clock starts; generator traffic is payments with the default
 // mix (late, duplicates, poison), rolling features on.
 func BenchmarkStreamEndToEnd(b *testing.B) {
-	const n = 200_000
+	n := int64(200_000)
+	if s := os.Getenv("RECKON_BENCH_E2E_EVENTS"); s != "" {
+		n, _ = strconv.ParseInt(s, 10, 64)
+	}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		cfg, recs := benchEnv(b, n)

@@ -184,14 +184,16 @@ func (w *Worker) replay(ctx context.Context, p *partition) error {
 	w.replaying, w.m = true, newWorkerMetrics(nil)
 	defer func() { w.replaying, w.m = false, saved }()
 	i := 0
-	// ticks runs the ticks of the entries that end at or before offset.
+	// ticks ends the transactions (entries) that end at or before offset
+	// as the worker did: their tick, then the held late panes' flush.
 	ticks := func(offset int64) {
 		for ; i < len(l.entries) && l.entries[i].next <= offset; i++ {
-			if t := l.entries[i].tick; t != 0 {
-				for _, so := range p.ops {
+			for _, so := range p.ops {
+				if t := l.entries[i].tick; t != 0 {
 					so.op.Tick(time.Unix(0, t).UTC(), &so.out)
-					so.out.Reset()
 				}
+				so.op.FlushLate(&so.out)
+				so.out.Reset()
 			}
 		}
 	}

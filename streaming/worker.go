@@ -133,6 +133,9 @@ func operatorOptions(s config.Stream, wcfg config.StreamWorker) operator.Options
 		OutOfOrderness: s.OutOfOrderness, AllowedLateness: s.AllowedLateness,
 		IdleTimeout: s.IdleTimeout, EmitInterval: s.EmitInterval,
 		DedupTTL: wcfg.DedupTTL, DedupMaxEntries: wcfg.DedupMaxEntries,
+		// One late pane per window per transaction (flushed before the
+		// state records; a replay flushes at the same log entries).
+		CoalesceLatePanes: wcfg.LatePanes != config.LatePanesPerEvent,
 	}
 }
 
@@ -235,6 +238,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		now := w.now()
 		for _, part := range w.parts {
 			if part.touched {
+				emit(w.flushLate(part))
 				emit(w.stateRecords(part, now))
 			}
 		}
@@ -541,6 +545,17 @@ func typeIn(t string, ts []string) bool {
 		}
 	}
 	return false
+}
+
+// flushLate publishes the late panes the partition's operators held during
+// the transaction (operator.Options.CoalesceLatePanes). Every transaction
+// that touched the partition ends with it, before its state records, and a
+// replay repeats it at each log entry, so versions come out the same.
+func (w *Worker) flushLate(part *partition) []*kgo.Record {
+	for _, so := range part.ops {
+		so.op.FlushLate(&so.out)
+	}
+	return w.drainOutputs(part, nil)
 }
 
 // drainOutputs turns the operators' pending outputs into records. src is

@@ -223,20 +223,38 @@ func TestStreamOutputsAndDeadLetters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	cfg, recs := newTestEnv(t, 3000)
-	produce(t, cfg, recs)
-	runInProcess(t, cfg)
-	o := collect(t, cfg)
+	run := func(latePanes string) outputs {
+		cfg, recs := newTestEnv(t, 3000)
+		cfg.Stream.LatePanes = latePanes
+		produce(t, cfg, recs)
+		runInProcess(t, cfg)
+		return collect(t, cfg)
+	}
+	o := run(config.LatePanesPerEvent)
 	if len(o.final) == 0 || len(o.features) == 0 || len(o.late) == 0 || len(o.dlq) == 0 {
 		t.Fatalf("outputs missing: %d windows, %d features, %d late, %d dead letters", len(o.final), len(o.features), len(o.late), len(o.dlq))
 	}
+	published := 0
 	for k, vs := range o.versions {
+		published += len(vs)
 		for i, v := range vs {
 			if v != int64(i+1) {
 				t.Fatalf("window %s versions %v: not 1..n", k, vs)
 			}
 		}
 	}
+	// One late pane per window per transaction: the same final panes
+	// (figures and versions), published versions rising, fewer panes.
+	tx := run(config.LatePanesPerTransaction)
+	if !maps.Equal(tx.final, o.final) || !maps.Equal(tx.features, o.features) || !maps.Equal(tx.late, o.late) {
+		t.Errorf("per_transaction: %d final panes, %d features, %d late differ from per_event's %d, %d, %d", len(tx.final), len(tx.features), len(tx.late), len(o.final), len(o.features), len(o.late))
+	}
+	checkVersions(t, config.LatePanesPerTransaction, tx, o)
+	txPublished := 0
+	for _, vs := range tx.versions {
+		txPublished += len(vs)
+	}
+	t.Logf("panes published: %d one per late event, %d one per window per transaction", published, txPublished)
 	for src, reason := range o.dlq {
 		if reason == "" {
 			t.Errorf("dead letter %s without reason", src)
@@ -248,14 +266,22 @@ func TestStreamOutputsAndDeadLetters(t *testing.T) {
 // TestStreamCrashRecovery SIGKILLs a real worker process several times
 // mid-run and checks that the committed outputs equal an uninterrupted
 // run's: no pane, feature, late record or dead letter lost or doubled, and
-// every window's versions 1..n with no gap or repeat.
+// every window's versions as checkVersions wants them — in both late
+// pane modes.
 func TestStreamCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
+	for _, mode := range []string{config.LatePanesPerTransaction, config.LatePanesPerEvent} {
+		t.Run(mode, func(t *testing.T) { testCrashRecovery(t, mode) })
+	}
+}
+
+func testCrashRecovery(t *testing.T, latePanes string) {
 	const n = 3000
 	want := func() outputs {
 		cfg, recs := newTestEnv(t, n)
+		cfg.Stream.LatePanes = latePanes
 		produce(t, cfg, recs)
 		runInProcess(t, cfg)
 		return collect(t, cfg)
@@ -265,10 +291,11 @@ func TestStreamCrashRecovery(t *testing.T) {
 	// is killed with SIGKILL soon after it first committed some of it, and
 	// the next one takes over from the committed state.
 	cfg, recs := newTestEnv(t, n)
+	cfg.Stream.LatePanes = latePanes
 	env := append(os.Environ(), envChild+"=1",
 		"RECKON_KAFKA_BROKERS="+cfg.Kafka.Brokers[0], "RECKON_STREAM_WORKER_INSTANCE=test",
 		"RECKON_STREAM_WORKER_COMMIT_INTERVAL=20ms", "RECKON_METRICS_ADDR=", "RECKON_STREAM_WORKER_SESSION_TIMEOUT=1s",
-		"RECKON_STREAM_WORKER_CHECKPOINT_RECORDS="+testCheckpointRecords)
+		"RECKON_STREAM_WORKER_CHECKPOINT_RECORDS="+testCheckpointRecords, "RECKON_STREAM_WORKER_LATE_PANES="+latePanes)
 	rng := rand.New(rand.NewPCG(1, 2))
 	chunk := len(recs) / 4
 	kills := 0
@@ -335,12 +362,7 @@ func TestStreamCrashRecovery(t *testing.T) {
 			}
 		}
 	}
-	for k, vs := range got.versions {
-		if !slices.Equal(vs, want.versions[k]) {
-			t.Errorf("window %s versions %v, uninterrupted %v", k, vs, want.versions[k])
-			break
-		}
-	}
+	checkVersions(t, cfg.Stream.LatePanes, got, want)
 	shown := 0
 	for id, v := range got.features {
 		if want.features[id] != v && shown < 5 {
@@ -350,6 +372,31 @@ func TestStreamCrashRecovery(t *testing.T) {
 	}
 	if !maps.Equal(got.features, want.features) || !maps.Equal(got.late, want.late) || !maps.Equal(got.dlq, want.dlq) {
 		t.Errorf("features %d/%d, late %d/%d, dlq %d/%d differ", len(got.features), len(want.features), len(got.late), len(want.late), len(got.dlq), len(want.dlq))
+	}
+}
+
+// checkVersions compares the pane versions each window published in got
+// with an uninterrupted run's (want; the final panes are compared apart).
+// One late pane per event: exactly the same versions, 1..n. One per
+// transaction: where transactions end differs between the runs, so the
+// superseded versions skipped differ too; every window's versions must
+// still rise strictly (none published twice) within 1..final.
+func checkVersions(t *testing.T, latePanes string, got, want outputs) {
+	t.Helper()
+	for k, vs := range got.versions {
+		if latePanes == config.LatePanesPerEvent {
+			if !slices.Equal(vs, want.versions[k]) {
+				t.Errorf("window %s versions %v, uninterrupted %v", k, vs, want.versions[k])
+				return
+			}
+			continue
+		}
+		for i, v := range vs {
+			if v < 1 || i > 0 && v <= vs[i-1] || v > want.final[k].Version {
+				t.Errorf("window %s versions %v: not rising within 1..%d", k, vs, want.final[k].Version)
+				return
+			}
+		}
 	}
 }
 

@@ -165,7 +165,19 @@ type StreamWorker struct {
 	// re-reads at most this much raw input. Defaults 30s and 500,000.
 	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
 	CheckpointRecords  int64         `yaml:"checkpoint_records"`
+	// LatePanes says how late panes are published: "per_transaction"
+	// (default) publishes one pane per window per transaction, the latest,
+	// its version counting every late event (superseded versions are
+	// skipped, as compaction would); "per_event" publishes every one.
+	// docs/adr/0013.
+	LatePanes string `yaml:"late_panes"`
 }
+
+// Late pane publication modes (StreamWorker.LatePanes).
+const (
+	LatePanesPerTransaction = "per_transaction"
+	LatePanesPerEvent       = "per_event"
+)
 
 // Dev tunes the embedded stack of `reckon dev`.
 type Dev struct {
@@ -364,6 +376,7 @@ func (c *Config) fillDefaults() {
 	if c.Stream.CheckpointRecords == 0 {
 		c.Stream.CheckpointRecords = 500_000
 	}
+	def(&c.Stream.LatePanes, LatePanesPerTransaction)
 	defDur(&c.Stream.SessionTimeout, 45*time.Second)
 	defDur(&c.Stream.TransactionTimeout, 30*time.Second)
 	def(&c.Dev.Dir, "./.reckon")
@@ -486,6 +499,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Stream.CheckpointRecords < 1 {
 		bad("stream_worker.checkpoint_records: must be at least 1")
+	}
+	if c.Stream.LatePanes != LatePanesPerTransaction && c.Stream.LatePanes != LatePanesPerEvent {
+		bad("stream_worker.late_panes: %q is not %s or %s", c.Stream.LatePanes, LatePanesPerTransaction, LatePanesPerEvent)
 	}
 	for _, p := range []struct {
 		name string

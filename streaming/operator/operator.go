@@ -61,6 +61,17 @@ type Options struct {
 	// DedupMaxEntries bounds the dedup set; when full the oldest entry is
 	// evicted and counted. Default 1,000,000.
 	DedupMaxEntries int
+	// CoalesceLatePanes holds the late pane of a fired window until
+	// FlushLate (or until its window is purged), so that many late events
+	// of one window between two flushes publish one pane: the latest. Every
+	// late-accepted event still makes a pane version, so the versions (and
+	// the final pane) do not depend on where flushes fall; the published
+	// sequence skips the superseded ones, as a compacted topic does. The
+	// stream worker flushes once per transaction, whose outputs become
+	// visible together anyway (Kafka Streams' record cache does the same
+	// per commit). Default false: one late pane published per late-accepted
+	// event, the contract of `reckon simulate`.
+	CoalesceLatePanes bool
 }
 
 func (opts Options) withDefaults() Options {
@@ -214,6 +225,7 @@ type Operator struct {
 	nextEmit    int64
 
 	buckets  []*bucket  // held windows grouped by start, ascending
+	lateDue  []lateRef  // fired windows with a held late pane (CoalesceLatePanes), first change first
 	spare    []*bucket  // purged buckets for reuse
 	order    []keyIndex // scratch for sorting windows by key
 	orderTmp []keyIndex // sortKeys' scratch
@@ -389,6 +401,7 @@ func (o *Operator) advance(wm int64, out *Out) {
 		purge++
 	}
 	if purge > 0 {
+		o.FlushLate(out) // a held late pane leaves before its window does
 		for _, b := range o.buckets[:purge] {
 			o.recycle(b)
 		}

@@ -213,7 +213,10 @@ func decodeSnapshot(opts Options, snap []byte) (*Operator, error) {
 			if bk.find(w.key, w.hash) >= 0 || w.agg.Count < 1 {
 				return nil, bad("window %q at %d repeated or empty", w.key, start)
 			}
-			bk.add(w)
+			i := bk.add(w)
+			if bk.fired && w.dirty {
+				o.lateDue = append(o.lateDue, lateRef{bk, i}) // a held late pane
+			}
 		}
 		o.buckets = append(o.buckets, bk)
 	}

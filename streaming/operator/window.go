@@ -86,7 +86,16 @@ type window struct {
 	agg     event.Agg
 	version int64  // panes emitted so far
 	hash    uint32 // Operator.keyHash(key), for rebuilding the index
-	dirty   bool   // changed since its last pane (only while not fired)
+	// dirty: changed since its last pane. While the bucket is not fired,
+	// an early pane is due; once fired (CoalesceLatePanes), a held late
+	// pane is, and the window is in Operator.lateDue.
+	dirty bool
+}
+
+// lateRef is a fired window with a held late pane.
+type lateRef struct {
+	b *bucket
+	i int32
 }
 
 // firstUnfired is the index of the first bucket not yet fired.
@@ -177,10 +186,32 @@ func (o *Operator) fold(key string, start, end int64, v float64, ref windowRef, 
 	w := &b.wins[i]
 	w.agg.Add(v)
 	if b.fired {
-		o.emitPane(b, w, event.TimingLate, out)
+		if !o.opts.CoalesceLatePanes {
+			o.emitPane(b, w, event.TimingLate, out)
+			return
+		}
+		// The late pane is made now (its version counted, so versions do
+		// not depend on where transactions end) and held: FlushLate
+		// publishes the window's latest one.
+		w.version++
+		if !w.dirty {
+			w.dirty = true
+			o.lateDue = append(o.lateDue, lateRef{b, i})
+		}
 		return
 	}
 	w.dirty = true
+}
+
+// FlushLate emits the late panes held by CoalesceLatePanes, one per window
+// with its current figures and version, in the order the windows first
+// changed.
+func (o *Operator) FlushLate(out *Out) {
+	for _, r := range o.lateDue {
+		o.publishPane(r.b, &r.b.wins[r.i], event.TimingLate, out)
+	}
+	clear(o.lateDue)
+	o.lateDue = o.lateDue[:0]
 }
 
 // fire emits a pane of timing t for every window of b, in key order.
@@ -288,8 +319,14 @@ func (o *Operator) EmitEarly(out *Out) {
 	}
 }
 
+// emitPane makes the window's next pane and publishes it.
 func (o *Operator) emitPane(b *bucket, w *window, t event.Timing, out *Out) {
 	w.version++
+	o.publishPane(b, w, t, out)
+}
+
+// publishPane appends the window's current pane (figures and version) to out.
+func (o *Operator) publishPane(b *bucket, w *window, t event.Timing, out *Out) {
 	w.dirty = false
 	switch t {
 	case event.TimingEarly:
