@@ -24,6 +24,9 @@ import (
 // EnvTemporalBin names the variable `make test` sets to ./bin/temporal.
 const EnvTemporalBin = "RECKON_TEST_TEMPORAL_BIN"
 
+// EnvTemporalArgs adds flags to the test dev server's command line.
+const EnvTemporalArgs = "RECKON_TEST_TEMPORAL_ARGS"
+
 // TemporalBin returns the pinned temporal CLI. When `make test` set
 // RECKON_TEST_TEMPORAL_BIN, a missing binary fails the test; a plain
 // `go test` without ./bin/temporal skips tests that need it.
@@ -54,6 +57,9 @@ func Temporal(t testing.TB) (client.Client, string) {
 	for _, sa := range workflows.SearchAttributes() {
 		extra = append(extra, "--search-attribute", sa)
 	}
+	// Extra dev-server flags for experiments, e.g.
+	// RECKON_TEST_TEMPORAL_ARGS='--dynamic-config-value matching.numTaskqueueReadPartitions=1'.
+	extra = append(extra, strings.Fields(os.Getenv(EnvTemporalArgs))...)
 	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 		ExistingPath: bin,
 		ClientOptions: &client.Options{
