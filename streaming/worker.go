@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -31,15 +32,18 @@ type Worker struct {
 
 	// byTopic lists the streams reading each raw topic.
 	byTopic map[string][]config.Stream
-	gate    *event.Gate
 	parts   map[tp]*partition
+	// parallelism bounds the partitions processed at once (pollOnce).
+	parallelism int
 
 	// attempts counts processing failures per record (seed 004): a record
 	// that keeps failing is dead-lettered after MaxAttempts and the
 	// partition moves on.
-	attempts map[recordRef]int
-
-	buf []byte // scratch for encoding
+	// Partitions are processed in parallel (pollOnce): attemptsMu guards
+	// attempts, and nAttempts lets the common case skip the lock.
+	attemptsMu sync.Mutex
+	attempts   map[recordRef]int
+	nAttempts  atomic.Int64
 
 	// replaying is set while a restore replays committed records through
 	// the operators: outputs, metrics and retry counting are suppressed.
@@ -88,6 +92,11 @@ type partition struct {
 	// by the distance between then and now.
 	lastArrival time.Time
 	lastWall    time.Time
+
+	// Per-partition scratch, so that partitions are processed in parallel:
+	// the gate's per-record state and the output encoding buffer.
+	gate *event.Gate
+	buf  []byte
 }
 
 // procNow is the partition's processing time at wall time now.
@@ -109,13 +118,12 @@ type streamOp struct {
 
 // New builds a stream worker from cfg.
 func New(cfg *config.Config, log *slog.Logger, reg *metrics.Registry) (*Worker, error) {
-	gate, err := event.NewGate(cfg.Gate)
-	if err != nil {
+	if _, err := event.NewGate(cfg.Gate); err != nil { // each partition builds its own
 		return nil, err
 	}
 	w := &Worker{
 		cfg: cfg, log: log, m: newWorkerMetrics(reg), now: time.Now,
-		byTopic: map[string][]config.Stream{}, gate: gate,
+		byTopic: map[string][]config.Stream{}, parallelism: cfg.Stream.Parallelism,
 		parts: map[tp]*partition{}, attempts: map[recordRef]int{}, eager: map[tp]time.Time{},
 	}
 	for _, s := range cfg.Streams {
@@ -194,13 +202,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.restoreAssigned(ctx, sess)
 		// Outputs are produced as they are made, so their delivery
 		// overlaps processing; End only flushes the rest and commits.
-		produced := 0
+		var produced atomic.Int64
 		var perr produceErrors
-		emit := func(rs []*kgo.Record) {
+		emit := func(rs []*kgo.Record) { // called by parallel partitions
 			for _, r := range rs {
 				sess.Produce(octx, r, perr.promise)
 			}
-			produced += len(rs)
+			produced.Add(int64(len(rs)))
 		}
 		var failed *recordRef
 		txnStart := w.now()
@@ -272,7 +280,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.dropAll()
 			continue
 		}
-		w.m.committed(produced)
+		w.m.committed(int(produced.Load()))
 		for _, part := range w.parts {
 			part.touched = false
 			w.m.observe(part)
@@ -307,8 +315,12 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 			w.log.Warn("fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
 		}
 	}
+	// Restores first, one after the other (they replay through shared
+	// worker state); then the partitions' records, in parallel: each
+	// partition owns its operators, gate and buffers, and its records stay
+	// in offset order.
 	var failed *recordRef
-	now := w.now()
+	var jobs []fetched
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if failed != nil || len(p.Records) == 0 {
 			return
@@ -319,27 +331,71 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 			failed = &recordRef{tp{p.Topic, p.Partition}, p.Records[0].Offset}
 			return
 		}
-		for _, r := range p.Records {
-			if r.Offset < part.next {
-				continue // already reflected in the restored state
-			}
-			out, ok := w.processRecord(part, r)
-			if !ok {
-				failed = &recordRef{part.tp, r.Offset}
-				return
-			}
-			emit(out)
-			part.next = r.Offset + 1
-			part.sinceCkpt++
-			part.touched = true
-			if r.Timestamp.After(part.lastArrival) {
-				part.lastArrival = r.Timestamp
-			}
-			part.lastWall = now
-		}
-		w.m.lag(part, p.HighWatermark)
+		jobs = append(jobs, fetched{part, p.Records, p.HighWatermark})
 	})
-	return failed
+	if failed != nil {
+		return failed // the transaction aborts: processing the rest is wasted
+	}
+	now := w.now()
+	if len(jobs) == 1 || w.parallelism <= 1 {
+		for _, j := range jobs {
+			if f := w.processPartition(j, now, emit); f != nil {
+				return f
+			}
+		}
+		return nil
+	}
+	fails := make([]*recordRef, len(jobs))
+	sem := make(chan struct{}, w.parallelism)
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fails[i] = w.processPartition(j, now, emit)
+		}()
+	}
+	wg.Wait()
+	for _, f := range fails {
+		if f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// fetched is one partition's records of a poll.
+type fetched struct {
+	part *partition
+	recs []*kgo.Record
+	hwm  int64
+}
+
+// processPartition runs one partition's fetched records through its
+// operators and hands the outputs to emit (safe for concurrent use). It
+// returns the record that failed processing, if any.
+func (w *Worker) processPartition(j fetched, now time.Time, emit func([]*kgo.Record)) *recordRef {
+	part := j.part
+	for _, r := range j.recs {
+		if r.Offset < part.next {
+			continue // already reflected in the restored state
+		}
+		out, ok := w.processRecord(part, r)
+		if !ok {
+			return &recordRef{part.tp, r.Offset}
+		}
+		emit(out)
+		part.next = r.Offset + 1
+		part.sinceCkpt++
+		part.touched = true
+		if r.Timestamp.After(part.lastArrival) {
+			part.lastArrival = r.Timestamp
+		}
+		part.lastWall = now
+	}
+	w.m.lag(part, j.hwm)
+	return nil
 }
 
 func (w *Worker) abort(ctx, octx context.Context, sess *kgo.GroupTransactSession) {
@@ -406,7 +462,11 @@ func (w *Worker) stateKeys(k tp) map[string]bool {
 // after the checkpoint replayed through the replay log. first, when not
 // negative, is the committed consumer offset the state must reach.
 func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[string]snapshot) (*partition, error) {
-	p := &partition{tp: k, next: first, ckptWall: w.now()}
+	gate, err := event.NewGate(w.cfg.Gate)
+	if err != nil {
+		return nil, err
+	}
+	p := &partition{tp: k, next: first, ckptWall: w.now(), gate: gate}
 	epoch, from, haveCkpt := int64(0), int64(-1), false
 	var proc int64 // the latest committed processing clock
 	for _, s := range w.byTopic[k.topic] {
@@ -471,8 +531,8 @@ func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[strin
 // MaxAttempts failures the record is dead-lettered instead.
 func (w *Worker) processRecord(part *partition, r *kgo.Record) (out []*kgo.Record, ok bool) {
 	ref := recordRef{part.tp, r.Offset}
-	if n := w.attempts[ref]; n >= w.cfg.Stream.MaxAttempts && !w.replaying {
-		delete(w.attempts, ref)
+	if n := w.attemptsOf(ref); n >= w.cfg.Stream.MaxAttempts && !w.replaying {
+		w.forgetAttempts(ref)
 		part.skipped = append(part.skipped, r.Offset)
 		w.m.dead(part.topic, "process")
 		return []*kgo.Record{w.deadLetter(r, event.DeadLetter{
@@ -486,12 +546,12 @@ func (w *Worker) processRecord(part *partition, r *kgo.Record) (out []*kgo.Recor
 				out, ok = nil, false
 				return
 			}
-			w.attempts[ref]++
-			w.log.Error("processing failed; will retry", "topic", part.topic, "partition", part.partition, "offset", r.Offset, "attempt", w.attempts[ref], "panic", p)
+			n := w.failedAttempt(ref)
+			w.log.Error("processing failed; will retry", "topic", part.topic, "partition", part.partition, "offset", r.Offset, "attempt", n, "panic", p)
 			out, ok = nil, false
 		}
 	}()
-	env, verdict := w.gate.Check(r.Value, r.Timestamp)
+	env, verdict := part.gate.Check(r.Value, r.Timestamp)
 	if !verdict.Valid {
 		w.m.dead(part.topic, "gate")
 		dl := event.NewDeadLetter(verdict, r.Topic, r.Partition, r.Offset, r.Timestamp, w.now())
@@ -534,8 +594,37 @@ func (w *Worker) processRecord(part *partition, r *kgo.Record) (out []*kgo.Recor
 		// lake still archives it; nothing to compute here.
 		w.m.unrouted(part.topic)
 	}
-	delete(w.attempts, ref)
+	w.forgetAttempts(ref)
 	return w.drainOutputs(part, r), true
+}
+
+// attemptsOf, failedAttempt and forgetAttempts keep the failure counts
+// of records across retries; safe for the parallel partitions.
+func (w *Worker) attemptsOf(ref recordRef) int {
+	if w.nAttempts.Load() == 0 {
+		return 0
+	}
+	w.attemptsMu.Lock()
+	defer w.attemptsMu.Unlock()
+	return w.attempts[ref]
+}
+
+func (w *Worker) failedAttempt(ref recordRef) int {
+	w.attemptsMu.Lock()
+	defer w.attemptsMu.Unlock()
+	w.attempts[ref]++
+	w.nAttempts.Store(int64(len(w.attempts)))
+	return w.attempts[ref]
+}
+
+func (w *Worker) forgetAttempts(ref recordRef) {
+	if w.nAttempts.Load() == 0 {
+		return
+	}
+	w.attemptsMu.Lock()
+	defer w.attemptsMu.Unlock()
+	delete(w.attempts, ref)
+	w.nAttempts.Store(int64(len(w.attempts)))
 }
 
 func typeIn(t string, ts []string) bool {
@@ -571,14 +660,14 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 	for _, so := range part.ops {
 		for i := range so.out.Panes {
 			p := &so.out.Panes[i]
-			w.buf = p.AppendJSON(w.buf[:0])
-			out = append(out, &kgo.Record{Topic: w.cfg.Topics.Summaries, Key: []byte(p.RecordKey()), Value: append([]byte(nil), w.buf...)})
+			part.buf = p.AppendJSON(part.buf[:0])
+			out = append(out, &kgo.Record{Topic: w.cfg.Topics.Summaries, Key: []byte(p.RecordKey()), Value: append([]byte(nil), part.buf...)})
 			w.m.pane(so.cfg.Name, p.Timing)
 		}
 		for i := range so.out.Features {
 			f := so.out.Features[i].Event(so.cfg.Name, so.cfg.Rolling)
-			w.buf = f.AppendJSON(w.buf[:0])
-			out = append(out, &kgo.Record{Topic: w.cfg.Topics.Features, Key: []byte(f.Key), Value: append([]byte(nil), w.buf...)})
+			part.buf = f.AppendJSON(part.buf[:0])
+			out = append(out, &kgo.Record{Topic: w.cfg.Topics.Features, Key: []byte(f.Key), Value: append([]byte(nil), part.buf...)})
 		}
 		for _, l := range so.out.Late {
 			if src == nil || l.Ref != src.Offset {

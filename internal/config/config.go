@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -171,6 +172,10 @@ type StreamWorker struct {
 	// skipped, as compaction would); "per_event" publishes every one.
 	// docs/adr/0013.
 	LatePanes string `yaml:"late_panes"`
+	// Parallelism is how many assigned partitions a worker processes at
+	// once (each partition's records stay in order; partitions share
+	// nothing). Default: the number of CPUs Go uses (GOMAXPROCS).
+	Parallelism int `yaml:"parallelism"`
 }
 
 // Late pane publication modes (StreamWorker.LatePanes).
@@ -377,6 +382,7 @@ func (c *Config) fillDefaults() {
 		c.Stream.CheckpointRecords = 500_000
 	}
 	def(&c.Stream.LatePanes, LatePanesPerTransaction)
+	defInt(&c.Stream.Parallelism, runtime.GOMAXPROCS(0))
 	defDur(&c.Stream.SessionTimeout, 45*time.Second)
 	defDur(&c.Stream.TransactionTimeout, 30*time.Second)
 	def(&c.Dev.Dir, "./.reckon")
@@ -499,6 +505,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Stream.CheckpointRecords < 1 {
 		bad("stream_worker.checkpoint_records: must be at least 1")
+	}
+	if c.Stream.Parallelism < 1 {
+		bad("stream_worker.parallelism: must be at least 1")
 	}
 	if c.Stream.LatePanes != LatePanesPerTransaction && c.Stream.LatePanes != LatePanesPerEvent {
 		bad("stream_worker.late_panes: %q is not %s or %s", c.Stream.LatePanes, LatePanesPerTransaction, LatePanesPerEvent)
