@@ -234,40 +234,48 @@ func (a *Truth) watermarksPast(ctx context.Context, st config.Stream, end time.T
 			return "", err
 		}
 	}
-	idle := map[int32]int64{} // consumed and archived to the end: the idle rule may apply
+	// The rest can only be proven by the idle rule, from the last record
+	// the stream processed: the last data record before the end (a
+	// transactional producer leaves a marker at end − 1, which no consumer
+	// commits past).
+	idle := map[int32]int64{}
+	for p, pp := range parts {
+		if maxET[p] < needET {
+			idle[p] = pp.end
+		}
+	}
+	if len(idle) == 0 {
+		return "", nil
+	}
+	last, err := lastRecords(ctx, a.Cfg.Kafka, st.Topic, idle)
+	if err != nil {
+		return "", err
+	}
+	now := a.now()
 	var waiting []string
-	for _, p := range slices.Sorted(maps.Keys(parts)) {
+	for _, p := range slices.Sorted(maps.Keys(idle)) {
 		pp := parts[p]
-		if maxET[p] >= needET {
+		wm := time.UnixMicro(maxET[p]).Add(-st.OutOfOrderness).UTC()
+		lr, ok := last[p]
+		if !ok {
+			waiting = append(waiting, fmt.Sprintf("%d (no committed record among the last %d offsets before %d)", p, lastRecordsBack, pp.end))
 			continue
 		}
-		wm := time.UnixMicro(maxET[p]).Add(-st.OutOfOrderness).UTC()
-		if pp.consumed < pp.end {
-			waiting = append(waiting, fmt.Sprintf("%d (stream at offset %d of %d, watermark %s)", p, pp.consumed, pp.end, fmtTime(wm)))
+		if pp.consumed <= lr.offset {
+			waiting = append(waiting, fmt.Sprintf("%d (stream at offset %d of %d, watermark %s)", p, pp.consumed, lr.offset+1, fmtTime(wm)))
 			continue
 		}
 		prog, err := a.Lake.ReadProgress(st.Topic, p)
 		if err != nil && !errors.Is(err, lake.ErrNoProgress) {
 			return "", err
 		}
-		if prog.NextOffset < pp.end {
-			waiting = append(waiting, fmt.Sprintf("%d (archived to offset %d of %d)", p, prog.NextOffset, pp.end))
+		if prog.NextOffset <= lr.offset {
+			waiting = append(waiting, fmt.Sprintf("%d (archived to offset %d of %d)", p, prog.NextOffset, lr.offset+1))
 			continue
 		}
-		idle[p] = pp.end
-	}
-	if len(idle) > 0 {
-		last, err := lastRecordTimes(ctx, a.Cfg.Kafka, st.Topic, idle)
-		if err != nil {
-			return "", err
-		}
-		now := a.now()
-		for _, p := range slices.Sorted(maps.Keys(idle)) {
-			wm := time.UnixMicro(maxET[p]).Add(-st.OutOfOrderness)
-			ready := last[p].Add(st.IdleTimeout + purgeAt.Sub(wm) + a.Cfg.Batch.HorizonMargin)
-			if now.Before(ready) {
-				waiting = append(waiting, fmt.Sprintf("%d (idle since %s, watermark %s, idle-advanced past the purge point at %s)", p, fmtTime(last[p]), fmtTime(wm), fmtTime(ready)))
-			}
+		ready := lr.ts.Add(st.IdleTimeout + purgeAt.Sub(wm) + a.Cfg.Batch.HorizonMargin)
+		if now.Before(ready) {
+			waiting = append(waiting, fmt.Sprintf("%d (idle since %s, watermark %s, idle-advanced past the purge point at %s)", p, fmtTime(lr.ts), fmtTime(wm), fmtTime(ready)))
 		}
 	}
 	if len(waiting) == 0 {
@@ -281,35 +289,66 @@ func (a *Truth) watermarksPast(ctx context.Context, st config.Stream, end time.T
 // lists: events lie at most the gate's future skew ahead of arrival.
 const maxFutureHours = 7 * 24 * time.Hour
 
-// lastRecordTimes reads the timestamp of the record before each given end
-// offset.
-func lastRecordTimes(ctx context.Context, kcfg config.Kafka, topic string, ends map[int32]int64) (map[int32]time.Time, error) {
+// lastRecordsBack is how far before the end lastRecords looks for the
+// last committed data record of a partition.
+const lastRecordsBack = 256
+
+// lastRecord is a partition's last committed data record.
+type lastRecord struct {
+	offset int64
+	ts     time.Time
+}
+
+// lastRecords reads, for each partition, the last committed data record
+// before its end offset, as a read-committed consumer (the stream) sees
+// it: transaction markers and aborted records are skipped. A partition
+// whose last lastRecordsBack offsets hold no such record is left out.
+func lastRecords(ctx context.Context, kcfg config.Kafka, topic string, ends map[int32]int64) (map[int32]lastRecord, error) {
 	offs := map[int32]kgo.Offset{}
 	for p, e := range ends {
-		offs[p] = kgo.NewOffset().At(e - 1)
+		offs[p] = kgo.NewOffset().At(max(e-lastRecordsBack, 0))
 	}
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(kcfg, "truth"), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}))...)
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(kcfg, "truth"),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 	if err != nil {
 		return nil, fmt.Errorf("truth: kafka: %w", err)
 	}
 	defer cl.Close()
-	out := map[int32]time.Time{}
+	out := map[int32]lastRecord{}
+	done := map[int32]bool{} // reached end − 1, or the fetch position passed the last stable offset
 	deadline := time.Now().Add(30 * time.Second)
-	for len(out) < len(ends) {
-		pctx, cancel := context.WithDeadline(ctx, deadline)
+	for len(done) < len(ends) {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("truth: could not read the last records of %s", topic)
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := cl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("truth: could not read the last records of %s", topic)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset == ends[r.Partition]-1 {
-				out[r.Partition] = r.Timestamp
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			end, ok := ends[fp.Partition]
+			if !ok {
+				return
+			}
+			for _, r := range fp.Records {
+				if r.Offset < end && r.Offset >= out[fp.Partition].offset {
+					out[fp.Partition] = lastRecord{r.Offset, r.Timestamp}
+				}
+				if r.Offset >= end-1 {
+					done[fp.Partition] = true
+				}
 			}
 		})
+		if fs.NumRecords() == 0 {
+			// A second without a record: every partition is read as far as
+			// it has committed records.
+			for p := range ends {
+				done[p] = true
+			}
+		}
 	}
 	return out, nil
 }

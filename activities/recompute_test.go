@@ -546,9 +546,52 @@ func TestCheckHorizon(t *testing.T) {
 		t.Fatalf("should be final again: %+v", r)
 	}
 
+	// A transactional producer: its record at offset 2 is followed by the
+	// commit marker at 3, so the end is 4 while no consumer ever commits
+	// past 3. The idle rule must take the last committed record, not wait
+	// for offset 4 forever.
+	txAt := lateReady.Add(10 * time.Second)
+	f.event(1, "u2", t0.Add(8*time.Minute), txAt, 1)
+	txr := f.raw[1][2]
+	tx, err := kgo.NewClient(append(kafkaconn.Opts(f.cfg.Kafka, "test-txn-raw"), kgo.TransactionalID("test-raw-producer"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(context.Background(), &kgo.Record{Topic: rawTopic, Partition: 1, Key: txr.Key, Value: txr.Value, Timestamp: txr.Timestamp}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	produced[1] = 3
+	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "1 (stream at offset 2 of 3") {
+		t.Fatalf("transactional record not yet processed: %+v", r)
+	}
+	commit(1, 3) // the record's offset + 1: the marker is never committed past
+	if _, err := w.WriteRange(1, 2, 2, f.raw[1][2:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 3, ArchivedThrough: h.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	txReady := txAt.Add(time.Minute + 10*time.Minute + 5*time.Second + time.Second)
+	now = txReady.Add(-time.Second)
+	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "1 (idle since "+txAt.Format(time.RFC3339)) {
+		t.Fatalf("transactional record restarted the idle clock: %+v", r)
+	}
+	now = txReady
+	if r := check(in); !r.Ready {
+		t.Fatalf("should be final after the transactional record: %+v", r)
+	}
+
 	// Targeted: the lake must hold the late events' offsets.
 	tin := activities.HorizonInput{Stream: "payments", To: end, After: []activities.PartitionOffset{{Partition: 0, Offset: 1}, {Partition: 1, Offset: 3}}}
-	if r := check(tin); r.Ready || !strings.Contains(r.Waiting, "/1 archived to 2, need 4") {
+	if r := check(tin); r.Ready || !strings.Contains(r.Waiting, "/1 archived to 3, need 4") {
 		t.Fatalf("targeted: %+v", r)
 	}
 	if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 4, ArchivedThrough: t0.Add(3 * time.Hour)}); err != nil {
