@@ -530,21 +530,34 @@ func TestCheckHorizon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.WriteRange(1, 1, 1, f.raw[1][1:]); err != nil {
-		t.Fatal(err)
+	// archiveLast archives partition 1's newest record.
+	archiveLast := func() {
+		t.Helper()
+		off := int64(len(f.raw[1]) - 1)
+		if _, err := w.WriteRange(1, off, off, f.raw[1][off:]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: off + 1, ArchivedThrough: h.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 2, ArchivedThrough: h.Add(time.Minute)}); err != nil {
-		t.Fatal(err)
+	// idleFrom: partition 1's last record at `at` restarted the idle clock
+	// from watermark t0+9m55s: final 1m idle + 10m05s + 1s margin later.
+	idleFrom := func(at time.Time, what string) time.Time {
+		t.Helper()
+		ready := at.Add(time.Minute + 10*time.Minute + 5*time.Second + time.Second)
+		now = ready.Add(-time.Second)
+		if r := check(in); r.Ready || !strings.Contains(r.Waiting, "1 (idle since "+at.Format(time.RFC3339)) {
+			t.Fatalf("%s restarted the idle clock: %+v", what, r)
+		}
+		now = ready
+		if r := check(in); !r.Ready {
+			t.Fatalf("should be final after the %s: %+v", what, r)
+		}
+		return ready
 	}
-	lateReady := lateAt.Add(time.Minute + 10*time.Minute + 5*time.Second + time.Second)
-	now = lateReady.Add(-time.Second)
-	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "1 (idle since "+lateAt.Format(time.RFC3339)) {
-		t.Fatalf("late record restarted the idle clock: %+v", r)
-	}
-	now = lateReady
-	if r := check(in); !r.Ready {
-		t.Fatalf("should be final again: %+v", r)
-	}
+	archiveLast()
+	lateReady := idleFrom(lateAt, "late record")
 
 	// A transactional producer: its record at offset 2 is followed by the
 	// commit marker at 3, so the end is 4 while no consumer ever commits
@@ -568,26 +581,12 @@ func TestCheckHorizon(t *testing.T) {
 	if err := tx.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	produced[1] = 3
 	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "1 (stream at offset 2 of 3") {
 		t.Fatalf("transactional record not yet processed: %+v", r)
 	}
 	commit(1, 3) // the record's offset + 1: the marker is never committed past
-	if _, err := w.WriteRange(1, 2, 2, f.raw[1][2:]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 3, ArchivedThrough: h.Add(time.Minute)}); err != nil {
-		t.Fatal(err)
-	}
-	txReady := txAt.Add(time.Minute + 10*time.Minute + 5*time.Second + time.Second)
-	now = txReady.Add(-time.Second)
-	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "1 (idle since "+txAt.Format(time.RFC3339)) {
-		t.Fatalf("transactional record restarted the idle clock: %+v", r)
-	}
-	now = txReady
-	if r := check(in); !r.Ready {
-		t.Fatalf("should be final after the transactional record: %+v", r)
-	}
+	archiveLast()
+	idleFrom(txAt, "transactional record")
 
 	// Targeted: the lake must hold the late events' offsets.
 	tin := activities.HorizonInput{Stream: "payments", To: end, After: []activities.PartitionOffset{{Partition: 0, Offset: 1}, {Partition: 1, Offset: 3}}}
