@@ -316,7 +316,7 @@ func lastRecords(ctx context.Context, kcfg config.Kafka, topic string, ends map[
 	}
 	defer cl.Close()
 	out := map[int32]lastRecord{}
-	done := map[int32]bool{} // reached end − 1, or the fetch position passed the last stable offset
+	done := map[int32]bool{} // read up to end − 1, or a second passed without a record
 	deadline := time.Now().Add(30 * time.Second)
 	for len(done) < len(ends) {
 		if time.Now().After(deadline) {

@@ -81,8 +81,8 @@ func (f *truthFixture) redeliver(p int32, i int, arrival time.Time) {
 	f.raw[p] = append(f.raw[p], r)
 }
 
-// archive writes every raw record to the lake with progress through `through`.
-func (f *truthFixture) archive(t *testing.T, through time.Time) {
+// rawWriter is the archiver's lake writer for the payments raw topic.
+func (f *truthFixture) rawWriter(t *testing.T) *lake.RawWriter {
 	t.Helper()
 	gate, err := event.NewGate(f.cfg.Gate)
 	if err != nil {
@@ -92,6 +92,13 @@ func (f *truthFixture) archive(t *testing.T, through time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+// archive writes every raw record to the lake with progress through `through`.
+func (f *truthFixture) archive(t *testing.T, through time.Time) {
+	t.Helper()
+	w := f.rawWriter(t)
 	for p := int32(0); p < 2; p++ {
 		if recs := f.raw[p]; len(recs) > 0 {
 			if _, err := w.WriteRange(p, 0, int64(len(recs)-1), recs); err != nil {
@@ -522,14 +529,7 @@ func TestCheckHorizon(t *testing.T) {
 	if r := check(in); r.Ready || !strings.Contains(r.Waiting, "1 (archived to offset 1 of 2") {
 		t.Fatalf("late record not yet archived: %+v", r)
 	}
-	gate, err := event.NewGate(f.cfg.Gate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := f.lk.NewRawWriter(lake.RawTable{Topic: rawTopic, KeyPath: "data.user_id", ValuePath: "data.amount"}, gate)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := f.rawWriter(t)
 	// archiveLast archives partition 1's newest record.
 	archiveLast := func() {
 		t.Helper()

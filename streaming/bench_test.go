@@ -27,8 +27,8 @@ import (
 // before the clock starts; generator traffic is payments with the default
 // mix (late, duplicates, poison), rolling features on. 200,000 events;
 // RECKON_BENCH_E2E_EVENTS sets another count (the rate falls as the dedup
-// set, the rolling state and the in-memory broker's log grow: ~98 K/s at
-// 600,000 on a loaded machine vs ~126 K/s at 200,000 in the same session).
+// set, the rolling state and the in-memory broker's log grow; see
+// docs/benchmarks-notes.md).
 func BenchmarkStreamEndToEnd(b *testing.B) {
 	n := int64(200_000)
 	if s := os.Getenv("RECKON_BENCH_E2E_EVENTS"); s != "" {
@@ -88,8 +88,9 @@ func productionCheckpoints(b *testing.B, cfg *config.Config) {
 
 // BenchmarkStreamLatency measures the time from producing an event to its
 // rolling feature being readable by a read-committed consumer, at a paced
-// 10,000 events/s (goal: p99 < 50 ms). The latency floor is the commit
-// interval: outputs become visible when their transaction commits.
+// 10,000 events/s (goal: p99 < 50 ms). Outputs become visible when their
+// transaction commits, so an event waits up to one commit interval (20 ms
+// here): the p99 cannot fall much below it.
 func BenchmarkStreamLatency(b *testing.B) {
 	const rate, seconds = 10_000, 5
 	for i := 0; i < b.N; i++ {

@@ -93,15 +93,6 @@ func decodeLog(b []byte) (*replayLog, error) {
 	}
 	b = b[len(logMagic)+1:]
 	var err error
-	varint := func() int64 {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			err = fmt.Errorf("%w: truncated", errLog)
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
 	uvarint := func() uint64 {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
@@ -110,6 +101,10 @@ func decodeLog(b []byte) (*replayLog, error) {
 		}
 		b = b[n:]
 		return v
+	}
+	varint := func() int64 { // binary.AppendVarint's zig-zag encoding
+		u := uvarint()
+		return int64(u>>1) ^ -int64(u&1)
 	}
 	l := &replayLog{epoch: varint(), from: varint()}
 	count := uvarint()

@@ -337,14 +337,6 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 		return failed // the transaction aborts: processing the rest is wasted
 	}
 	now := w.now()
-	if len(jobs) == 1 || w.parallelism <= 1 {
-		for _, j := range jobs {
-			if f := w.processPartition(j, now, emit); f != nil {
-				return f
-			}
-		}
-		return nil
-	}
 	fails := make([]*recordRef, len(jobs))
 	sem := make(chan struct{}, w.parallelism)
 	var wg sync.WaitGroup
