@@ -13,7 +13,7 @@ TEMPORAL        := $(BIN)/temporal
 TEMPORAL_STAMP  := $(BIN)/.temporal-$(TEMPORAL_VERSION)
 TEST_TIMEOUT    ?= 30m
 
-.PHONY: all build test test-unit dev fuzz vet fmt clean temporal bench
+.PHONY: all build test tree-check test-unit dev fuzz vet fmt clean temporal bench
 
 all: build
 
@@ -33,7 +33,13 @@ $(TEMPORAL_STAMP):
 vet:
 	$(GO) vet ./...
 
-test: build temporal vet
+# Every program is built into bin/ (git ignores it); no file over 1 MB is
+# ever committed (a stray binary at the root was once).
+tree-check:
+	@big=$$(git ls-files -z 2>/dev/null | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 {print $$2}'); \
+	if [ -n "$$big" ]; then echo "tree-check: files over 1 MB in git: $$big"; exit 1; fi
+
+test: build temporal vet tree-check
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_REQUIRE_COMPOSE=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@echo "== end to end: stream + batch truth on the dev server (make e2e)"
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestTruthEndToEnd$$' -count=1 -timeout 10m -args -e2e
@@ -51,7 +57,7 @@ dev: build temporal
 # Benchmarks (issue 8): every benchmark in one run — stream hot path, stream
 # end to end and latency, archive write, lake query and recompute a day vs
 # DuckDB, Z-report throughput, time to truth. The raw `go test -bench` output
-# is kept in $(BENCH_RAW); internal/benchreport renders BENCHMARKS.md from it,
+# is kept in $(BENCH_RAW); tools/benchreport renders BENCHMARKS.md from it,
 # each figure beside its reference, each goal checked (do not edit that
 # file). About 5 minutes on a quiet 2-core machine, 10+ when others load it
 # (the report states the load average). Per-core figures run with
@@ -90,7 +96,7 @@ bench: build temporal
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench ZReportThroughput -benchtime $(ZREPORT_KEYS)x ./workers)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench TimeToTruth -benchtime 1x ./workers)
 	@echo "reckon-bench: end $$(date -u +%FT%TZ) load $$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a $(BENCH_RAW)
-	$(GO) run ./internal/benchreport/cmd/benchreport -raw $(BENCH_RAW) -out BENCHMARKS.md \
+	$(GO) run ./tools/benchreport/cmd/benchreport -raw $(BENCH_RAW) -out BENCHMARKS.md \
 		-go "$$($(GO) env GOVERSION)" -command "make bench$(if $(MAKEOVERRIDES), $(MAKEOVERRIDES))"
 
 # Every fuzz target, as package:Target, found in the *_test.go files (so a
@@ -128,7 +134,7 @@ E2E_ARGS ?=
 e2e: temporal
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestTruthEndToEnd$$' -count=1 -v -timeout 10m -args -e2e $(E2E_ARGS)
 
-# The chaos conservation test (issue 8): the dev stack on loopback with a
+# The chaos conservation test (tools/chaos): the dev stack on loopback with a
 # temporary data dir and lake, a finite paced payments run with a manifest,
 # SIGKILLs (stream 3×, batch 2×, Temporal and the broker once) at random
 # points, then reconcile and `reckon verify --truth`. Prints the kills, the
@@ -138,4 +144,5 @@ e2e: temporal
 CHAOS_ARGS ?=
 .PHONY: chaos
 chaos: build temporal
-	$(GO) run ./internal/chaos -bin $(BIN)/reckon -temporal $(TEMPORAL) -config deploy/reckon.yaml $(CHAOS_ARGS)
+	$(GO) build -o $(BIN)/chaos ./tools/chaos
+	$(BIN)/chaos -bin $(BIN)/reckon -temporal $(TEMPORAL) -config deploy/reckon.yaml $(CHAOS_ARGS)

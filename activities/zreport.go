@@ -5,17 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/temporal"
 
-	"reckon/internal/ofdsim"
 	"reckon/internal/zreport"
+	"reckon/internal/zreport/ofd"
 	"reckon/lake"
 )
 
@@ -36,7 +34,7 @@ type ZReport struct {
 	// Lake holds the zreports table (<lake>/zreports/), on a directory or
 	// object storage.
 	Lake *lake.Lake
-	// OFDURL is the operator API's base URL (see package ofdsim for the
+	// OFDURL is the operator API's base URL (see package ofd for the
 	// contract).
 	OFDURL string
 	// HTTP is the client for the operator; its Timeout bounds one request.
@@ -147,53 +145,21 @@ type OFDAnswer struct {
 //   - other 4xx, or an unusable 200: non-retryable (OFDClientError,
 //     OFDBadDocument): repeating the same request cannot help.
 func (a *ZReport) RequestOFD(ctx context.Context, k zreport.Key) (OFDAnswer, error) {
-	if err := k.Validate(); err != nil {
-		return OFDAnswer{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOFDClient, err)
-	}
-	u, err := url.JoinPath(a.OFDURL, "v1", "zreports", k.FiscalDrive, strconv.FormatInt(k.Shift, 10))
+	c := ofd.Client{BaseURL: a.OFDURL, HTTP: a.HTTP}
+	p, found, status, err := c.Fetch(ctx, k)
 	if err != nil {
-		return OFDAnswer{}, temporal.NewNonRetryableApplicationError("zreport: ofd_url: "+err.Error(), ErrTypeOFDClient, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return OFDAnswer{}, temporal.NewNonRetryableApplicationError("zreport: ofd request: "+err.Error(), ErrTypeOFDClient, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	hc := a.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return OFDAnswer{}, fmt.Errorf("zreport: ofd %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return OFDAnswer{}, fmt.Errorf("zreport: ofd %s: read: %w", u, err)
-	}
-	switch c := resp.StatusCode; {
-	case c == http.StatusOK:
-		var d ofdsim.Document
-		if err := json.Unmarshal(body, &d); err != nil {
-			return OFDAnswer{}, temporal.NewNonRetryableApplicationError("zreport: ofd document: "+err.Error(), ErrTypeOFDBadDocument, err)
+		switch ofd.KindOf(err) {
+		case ofd.KindClient:
+			return OFDAnswer{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOFDClient, err)
+		case ofd.KindBadDocument:
+			return OFDAnswer{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOFDBadDocument, err)
 		}
-		p := d.Part()
-		if err := p.Validate(); err != nil {
-			return OFDAnswer{}, temporal.NewNonRetryableApplicationError("zreport: ofd document: "+err.Error(), ErrTypeOFDBadDocument, err)
-		}
-		if p.Key != k {
-			return OFDAnswer{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("zreport: ofd answered %s for %s", p.Key, k), ErrTypeOFDBadDocument, nil)
-		}
-		return OFDAnswer{Found: true, Document: &p, Status: c}, nil
-	case c == http.StatusNotFound:
-		return OFDAnswer{Status: c}, nil
-	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests || c >= 500:
-		return OFDAnswer{}, fmt.Errorf("zreport: ofd %s: %s", u, resp.Status)
-	default:
-		msg := fmt.Sprintf("zreport: ofd %s: %s: %.200s", u, resp.Status, body)
-		return OFDAnswer{}, temporal.NewNonRetryableApplicationError(msg, ErrTypeOFDClient, nil)
+		return OFDAnswer{}, err
 	}
+	if !found {
+		return OFDAnswer{Status: status}, nil
+	}
+	return OFDAnswer{Found: true, Document: &p, Status: status}, nil
 }
 
 // LoadZReport returns k's latest published version from the lake, or nil

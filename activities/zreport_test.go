@@ -21,8 +21,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/temporal"
 
-	"reckon/internal/ofdsim"
 	"reckon/internal/zreport"
+	"reckon/internal/zreport/ofd"
+	"reckon/internal/zreport/ofdsim"
 	"reckon/lake"
 )
 
@@ -132,7 +133,7 @@ func TestZReportFileNameRejectsBadKeys(t *testing.T) {
 
 func TestRequestOFD(t *testing.T) {
 	st := ofdsim.NewStore()
-	st.Put(ofdsim.Document{EventID: "doc-1", FiscalDrive: zkey.FiscalDrive, Shift: zkey.Shift, Receipts: 5, Total: 50.5, ShiftClosedAt: zclosed})
+	st.Put(ofd.Document{EventID: "doc-1", FiscalDrive: zkey.FiscalDrive, Shift: zkey.Shift, Receipts: 5, Total: 50.5, ShiftClosedAt: zclosed})
 	sim, err := ofdsim.New(ofdsim.Options{Documents: st})
 	if err != nil {
 		t.Fatal(err)

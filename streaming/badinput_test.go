@@ -16,12 +16,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"reckon/internal/badinput"
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/ledger"
+	"reckon/internal/testing/badinput"
 )
 
 // burstKeys is the size of the key-cardinality burst: that many distinct
@@ -245,11 +245,11 @@ func TestBadInputThroughStream(t *testing.T) {
 	ctx = context.Background()
 	for _, s := range []config.Stream{suhu, pay} {
 		man := manifestOf(s, recs, gate)
-		out, err := LedgerOutputs(ctx, cfg, s)
+		out, err := CollectOutputs(ctx, cfg, s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := ledger.Compute(man, s.Name, out)
+		l := ledger.Compute(man, s.Name, ledger.Outputs(out))
 		var report strings.Builder
 		l.Print(&report)
 		t.Log("\n" + report.String())

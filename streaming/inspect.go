@@ -14,7 +14,6 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/ledger"
 )
 
 // This file holds read-only inspection helpers for the conservation check
@@ -125,13 +124,34 @@ func sourceOf(r *kgo.Record) (topic, src string) {
 	return topic, topic + "/" + p + "/" + off
 }
 
-// LedgerOutputs gathers what stream s published and committed, as the
-// conservation ledger wants it: the highest version per window from the
-// summaries topic (stream and batch corrections alike), the late and DLQ
-// records whose source is s's raw topic, and the operators' committed
-// counters and lowest watermark.
-func LedgerOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (ledger.Outputs, error) {
-	out := ledger.Outputs{Panes: map[string]event.Pane{}, Late: map[string]bool{}, DLQ: map[string]string{}}
+// Outputs is what a stream published and committed, read back from its
+// topics and committed state (`reckon verify` checks it against a
+// generator's manifest).
+type Outputs struct {
+	// Panes are the highest-version panes per window key (event.WindowKey),
+	// stream panes and batch corrections alike.
+	Panes map[string]event.Pane
+	// Late and DLQ hold the source "topic/partition/offset" of every record
+	// on the late side output and the dead-letter topic that came from the
+	// stream's raw topic; DLQ maps to the reason header.
+	Late map[string]bool
+	DLQ  map[string]string
+	// Accepted, Duplicates and LateCount are the stream operators' own
+	// counters summed over partitions (from the committed state): records
+	// applied to windows/features, redeliveries dropped, records sent to
+	// the late output.
+	Accepted, Duplicates, LateCount int64
+	// Watermark is the lowest watermark over the stream's partitions (zero:
+	// unknown).
+	Watermark time.Time
+}
+
+// CollectOutputs gathers what stream s published and committed: the
+// highest version per window from the summaries topic (stream and batch
+// corrections alike), the late and DLQ records whose source is s's raw
+// topic, and the operators' committed counters and lowest watermark.
+func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (Outputs, error) {
+	out := Outputs{Panes: map[string]event.Pane{}, Late: map[string]bool{}, DLQ: map[string]string{}}
 	const idle = 1500 * time.Millisecond
 	var perr error
 	err := ReadTopic(ctx, cfg, cfg.Topics.Summaries, idle, func(r *kgo.Record) {

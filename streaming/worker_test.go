@@ -25,7 +25,7 @@ import (
 	"reckon/internal/event"
 	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/testenv"
+	"reckon/internal/testing/testenv"
 	"reckon/internal/topics"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"reckon/internal/config"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/testenv"
+	"reckon/internal/testing/testenv"
 	"reckon/lake"
 	"reckon/workflows"
 )

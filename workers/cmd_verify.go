@@ -69,11 +69,11 @@ func runVerify(ctx context.Context, cx *cmdContext) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	out, err := streaming.LedgerOutputs(rctx, cx.cfg, s)
+	out, err := streaming.CollectOutputs(rctx, cx.cfg, s)
 	if err != nil {
 		return err
 	}
-	l := ledger.Compute(m, s.Name, out)
+	l := ledger.Compute(m, s.Name, ledger.Outputs(out))
 	l.Print(cx.stdout)
 	if !l.Conserved() {
 		return errNotConserved

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"reckon/internal/config"
-	"reckon/internal/testenv"
+	"reckon/internal/testing/testenv"
 	"reckon/streaming"
 )
 

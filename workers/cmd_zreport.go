@@ -17,9 +17,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"reckon/internal/ofdsim"
 	"reckon/internal/temporalconn"
 	"reckon/internal/zreport"
+	"reckon/internal/zreport/ofdsim"
 	"reckon/workflows"
 )
 

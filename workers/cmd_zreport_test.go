@@ -27,7 +27,7 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/testenv"
+	"reckon/internal/testing/testenv"
 	"reckon/internal/zreport"
 )
 

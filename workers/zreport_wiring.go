@@ -20,9 +20,10 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/ofdsim"
-	"reckon/internal/zbridge"
 	"reckon/internal/zreport"
+	"reckon/internal/zreport/bridge"
+	"reckon/internal/zreport/ofd"
+	"reckon/internal/zreport/ofdsim"
 	"reckon/lake"
 	"reckon/workflows"
 )
@@ -41,7 +42,7 @@ func zreportBatch(cfg *config.Config, c client.Client, w worker.Worker) (runBrid
 		return nil, nil, fmt.Errorf("zreport: kafka producer: %w", err)
 	}
 	registerZReport(w, zreportActivities(cfg, prod, lk))
-	br, err := zbridge.New(kafkaconn.Opts(cfg.Kafka, "zreport-bridge"), c, zbridgeOptions(cfg, slog.Default()))
+	br, err := bridge.New(kafkaconn.Opts(cfg.Kafka, "zreport-bridge"), c, bridgeOptions(cfg, slog.Default()))
 	if err != nil {
 		prod.Close()
 		return nil, nil, err
@@ -72,9 +73,9 @@ func zreportPolicy(cfg *config.Config) zreport.Policy {
 	return zreport.Policy{OFDRequestAfter: z.OFDRequestAfter, OFDRetry: z.OFDRetry, Retention: z.Retention, Linger: z.Linger}.WithDefaults()
 }
 
-func zbridgeOptions(cfg *config.Config, log *slog.Logger) zbridge.Options {
+func bridgeOptions(cfg *config.Config, log *slog.Logger) bridge.Options {
 	z := cfg.ZReport
-	return zbridge.Options{
+	return bridge.Options{
 		Topic: cfg.Topics.ZReportParts, Group: z.BridgeGroup, DLQTopic: cfg.Topics.DLQ, TaskQueue: cfg.Temporal.TaskQueue,
 		Gate: cfg.Gate,
 		Start: workflows.ZReportInput{
@@ -196,12 +197,12 @@ func generatorDocuments(seed int64, keys int) (ofdsim.Documents, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zreport: ofd simulator generator: %w", err)
 	}
-	return ofdsim.DocumentsFunc(func(k zreport.Key) (ofdsim.Document, bool) {
+	return ofdsim.DocumentsFunc(func(k zreport.Key) (ofd.Document, bool) {
 		p, ok := g.OFDDocument(k.FiscalDrive, int(k.Shift))
 		if !ok {
-			return ofdsim.Document{}, false
+			return ofd.Document{}, false
 		}
-		return ofdsim.Document{
+		return ofd.Document{
 			FiscalDrive: p.FiscalDrive, Shift: int64(p.Shift), Receipts: int64(p.Receipts),
 			Total: p.Total(), ShiftClosedAt: p.ClosedAt,
 		}, true

@@ -18,9 +18,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/activities"
-	"reckon/internal/ofdsim"
-	"reckon/internal/testenv"
+	"reckon/internal/testing/testenv"
 	"reckon/internal/zreport"
+	"reckon/internal/zreport/ofd"
+	"reckon/internal/zreport/ofdsim"
 	"reckon/lake"
 	"reckon/workflows"
 )
@@ -124,7 +125,7 @@ func TestZReportRecordHistory(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	docs.Put(ofdsim.Document{EventID: "ofd-doc", FiscalDrive: key.FiscalDrive, Shift: key.Shift, Receipts: 120, Total: 78000.5, ShiftClosedAt: closed})
+	docs.Put(ofd.Document{EventID: "ofd-doc", FiscalDrive: key.FiscalDrive, Shift: key.Shift, Receipts: 120, Total: 78000.5, ShiftClosedAt: closed})
 	for {
 		v, err := c.QueryWorkflow(ctx, opts.ID, "", workflows.ZReportQueryState)
 		if err != nil {

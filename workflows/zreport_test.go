@@ -19,8 +19,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/activities"
-	"reckon/internal/ofdsim"
 	"reckon/internal/zreport"
+	"reckon/internal/zreport/ofd"
+	"reckon/internal/zreport/ofdsim"
 	"reckon/lake"
 )
 
@@ -201,7 +202,7 @@ func TestZReportAllOrders(t *testing.T) {
 // completes the key.
 func TestZReportDaySixRequestsOFD(t *testing.T) {
 	docs := ofdsim.NewStore()
-	docs.Put(ofdsim.Document{EventID: "ofd-doc", FiscalDrive: zKey.FiscalDrive, Shift: zKey.Shift, Receipts: 120, Total: 78000.5, ShiftClosedAt: zClosed})
+	docs.Put(ofd.Document{EventID: "ofd-doc", FiscalDrive: zKey.FiscalDrive, Shift: zKey.Shift, Receipts: 120, Total: 78000.5, ShiftClosedAt: zClosed})
 	sim, url := newOFD(t, ofdsim.Options{Documents: docs})
 	z := newZEnv(t, url)
 	z.signalAt(time.Minute, zPart(zreport.DWH, "d", 120, 78000.5))
@@ -249,8 +250,8 @@ func TestZReportOFD4xxNonRetryable(t *testing.T) {
 // TestZReportOFD5xxRetriesWithBackoff: the operator fails twice with 503;
 // the activity's retry policy tries again and the third attempt finds it.
 func TestZReportOFD5xxRetriesWithBackoff(t *testing.T) {
-	docs := ofdsim.DocumentsFunc(func(k zreport.Key) (ofdsim.Document, bool) {
-		return ofdsim.Document{FiscalDrive: k.FiscalDrive, Shift: k.Shift, Receipts: 3, Total: 30, ShiftClosedAt: zClosed}, true
+	docs := ofdsim.DocumentsFunc(func(k zreport.Key) (ofd.Document, bool) {
+		return ofd.Document{FiscalDrive: k.FiscalDrive, Shift: k.Shift, Receipts: 3, Total: 30, ShiftClosedAt: zClosed}, true
 	})
 	sim, url := newOFD(t, ofdsim.Options{Documents: docs, FailFirst: 2})
 	z := newZEnv(t, url)
@@ -386,7 +387,7 @@ func TestZReportContinueAsNew(t *testing.T) {
 // overdue retention fires, so the key is matched, not incomplete then v2.
 func TestZReportLateFirstPartAnswerBeforeRetention(t *testing.T) {
 	docs := ofdsim.NewStore()
-	docs.Put(ofdsim.Document{EventID: "ofd-doc", FiscalDrive: zKey.FiscalDrive, Shift: zKey.Shift, Receipts: 4, Total: 40, ShiftClosedAt: zClosed})
+	docs.Put(ofd.Document{EventID: "ofd-doc", FiscalDrive: zKey.FiscalDrive, Shift: zKey.Shift, Receipts: 4, Total: 40, ShiftClosedAt: zClosed})
 	_, url := newOFD(t, ofdsim.Options{Documents: docs})
 	z := newZEnv(t, url)
 	z.SetStartTime(zClosed.Add(40 * 24 * time.Hour))

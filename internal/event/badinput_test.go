@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"reckon/internal/badinput"
 	"reckon/internal/config"
 	"reckon/internal/event"
+	"reckon/internal/testing/badinput"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/badinput.golden and the FuzzGate seed corpus from testdata/badinput")

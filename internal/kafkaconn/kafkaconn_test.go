@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"reckon/internal/config"
-	"reckon/internal/testpki"
+	"reckon/internal/testing/testpki"
 )
 
 const (

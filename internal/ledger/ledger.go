@@ -19,24 +19,16 @@ import (
 	"reckon/internal/generate"
 )
 
-// Outputs is what the system published for one stream, as read back.
+// Outputs is what the system published for one stream, as read back. It
+// has the fields of streaming.Outputs (see there), so `ledger.Outputs(o)`
+// converts one; the ledger itself needs no Kafka. Windows ending after
+// Watermark may still be open: they are counted as Open, not compared.
 type Outputs struct {
-	// Panes are the highest-version panes per window key (event.WindowKey).
-	Panes map[string]event.Pane
-	// Late and DLQ hold the source "topic/partition/offset" of every record
-	// on the late side output and the dead-letter topic that came from this
-	// stream's raw topic; DLQ maps to the reason header.
-	Late map[string]bool
-	DLQ  map[string]string
-	// Accepted, Duplicates and LateCount are the stream operators' own
-	// counters summed over partitions (from the committed state snapshots):
-	// records applied to windows/features, redeliveries dropped, records
-	// sent to the late output.
+	Panes                           map[string]event.Pane
+	Late                            map[string]bool
+	DLQ                             map[string]string
 	Accepted, Duplicates, LateCount int64
-	// Watermark is the lowest watermark over the stream's partitions (zero:
-	// unknown). Windows ending after it may still be open: they are counted
-	// as Open, not compared.
-	Watermark time.Time
+	Watermark                       time.Time
 }
 
 // Ledger is the result.

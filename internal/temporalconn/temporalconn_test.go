@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"reckon/internal/config"
-	"reckon/internal/testpki"
+	"reckon/internal/testing/testpki"
 )
 
 const apiKey = "tmprl-key-do-not-print-9f8e7d"

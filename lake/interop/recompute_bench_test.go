@@ -22,7 +22,7 @@ import (
 	"reckon/activities"
 	"reckon/internal/config"
 	"reckon/internal/event"
-	"reckon/internal/testenv"
+	"reckon/internal/testing/testenv"
 	"reckon/lake"
 )
 

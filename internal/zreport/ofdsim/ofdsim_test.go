@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"reckon/internal/zreport"
+	"reckon/internal/zreport/ofd"
 )
 
 var key = zreport.Key{FiscalDrive: "9960440300000003", Shift: 9}
@@ -73,8 +74,8 @@ not json
 }
 
 func TestFailFirstThenSucceed(t *testing.T) {
-	docs := DocumentsFunc(func(k zreport.Key) (Document, bool) {
-		return Document{FiscalDrive: k.FiscalDrive, Shift: k.Shift, Receipts: 1, Total: 2, ShiftClosedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, true
+	docs := DocumentsFunc(func(k zreport.Key) (ofd.Document, bool) {
+		return ofd.Document{FiscalDrive: k.FiscalDrive, Shift: k.Shift, Receipts: 1, Total: 2, ShiftClosedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, true
 	})
 	s, url := newServer(t, Options{Documents: docs, FailFirst: 2})
 	var codes []int
@@ -88,8 +89,8 @@ func TestFailFirstThenSucceed(t *testing.T) {
 }
 
 func TestMissingAndFailureFractionsAreStable(t *testing.T) {
-	all := DocumentsFunc(func(k zreport.Key) (Document, bool) {
-		return Document{FiscalDrive: k.FiscalDrive, Shift: k.Shift, ShiftClosedAt: time.Unix(0, 0)}, true
+	all := DocumentsFunc(func(k zreport.Key) (ofd.Document, bool) {
+		return ofd.Document{FiscalDrive: k.FiscalDrive, Shift: k.Shift, ShiftClosedAt: time.Unix(0, 0)}, true
 	})
 	s, url := newServer(t, Options{Documents: all, MissingFraction: 0.3})
 	missing := 0

@@ -16,7 +16,7 @@ import (
 // from (found from this file's path, so it works from any package's tests).
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "badinput")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "testdata", "badinput")
 }
 
 // Case is one line of cases.json.

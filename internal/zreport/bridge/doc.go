@@ -1,4 +1,4 @@
-// Package zbridge carries Z-report parts from Kafka to their entity
+// Package bridge carries Z-report parts from Kafka to their entity
 // workflows: a franz-go consumer group on the parts topic checks each
 // record with the quality gate and turns each valid part into a
 // SignalWithStartWorkflow of workflow zreport/<fiscal_drive>/<shift>.
@@ -14,4 +14,4 @@
 //
 // It is not the place for Z-report decisions (package zreport) or their
 // side effects (package activities).
-package zbridge
+package bridge

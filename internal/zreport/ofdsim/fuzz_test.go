@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reckon/internal/zreport/ofd"
 	"strconv"
 	"testing"
 )
@@ -19,10 +20,10 @@ import (
 // serves for its key over HTTP, and loads back unchanged when written as a
 // bare document line.
 //
-//	go test ./internal/ofdsim -run '^$' -fuzz '^FuzzLoadJSONL$' -fuzztime 60s
+//	go test ./internal/zreport/ofdsim -run '^$' -fuzz '^FuzzLoadJSONL$' -fuzztime 60s
 func FuzzLoadJSONL(f *testing.F) {
 	for _, name := range []string{"simulate_ofd.jsonl", "simulate_parts.jsonl"} {
-		b, err := os.ReadFile(filepath.Join("..", "zreport", "testdata", name))
+		b, err := os.ReadFile(filepath.Join("..", "testdata", name))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -56,7 +57,7 @@ func FuzzLoadJSONL(f *testing.F) {
 		}
 		h := srv.Handler()
 		s.mu.RLock()
-		docs := make([]Document, 0, len(s.docs))
+		docs := make([]ofd.Document, 0, len(s.docs))
 		for _, d := range s.docs {
 			docs = append(docs, d)
 		}
@@ -75,7 +76,7 @@ func FuzzLoadJSONL(f *testing.F) {
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/zreports/"+url.PathEscape(d.FiscalDrive)+"/"+itoa(d.Shift), nil))
-			var got Document
+			var got ofd.Document
 			if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &got) != nil {
 				t.Fatalf("GET %v: %d %s", d.Key(), rec.Code, rec.Body.Bytes())
 			}
@@ -91,7 +92,7 @@ func FuzzLoadJSONL(f *testing.F) {
 // (400, or the mux's answer to a path it cleans) and leaves nothing behind, or answered 204, after which GET
 // serves a valid document for exactly the key of the path.
 //
-//	go test ./internal/ofdsim -run '^$' -fuzz '^FuzzPut$' -fuzztime 60s
+//	go test ./internal/zreport/ofdsim -run '^$' -fuzz '^FuzzPut$' -fuzztime 60s
 func FuzzPut(f *testing.F) {
 	f.Add("9960440300000003", "9", []byte(`{"receipts":10,"total":1000,"shift_closed_at":"2026-01-01T23:00:00Z"}`))
 	f.Add("9960440300000003", "+9", []byte(`{"fiscal_drive":"0000000000000000","shift":1,"receipts":10,"total":1e400,"shift_closed_at":"2026-01-01T23:00:00Z"}`))
@@ -121,7 +122,7 @@ func FuzzPut(f *testing.F) {
 		}
 		rec = httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		var got Document
+		var got ofd.Document
 		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &got) != nil {
 			t.Fatalf("GET after PUT: %d %s", rec.Code, rec.Body.Bytes())
 		}
@@ -134,7 +135,7 @@ func FuzzPut(f *testing.F) {
 	})
 }
 
-func sameDoc(a, b Document) bool {
+func sameDoc(a, b ofd.Document) bool {
 	return a.EventID == b.EventID && a.Key() == b.Key() && a.Receipts == b.Receipts && a.Total == b.Total && a.ShiftClosedAt.Equal(b.ShiftClosedAt)
 }
 

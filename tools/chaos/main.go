@@ -8,7 +8,7 @@
 // and a final line `chaos: N passed, M failed`; it exits non-zero on any
 // failure.
 //
-// Run from the module root: go run ./internal/chaos -bin bin/reckon -temporal bin/temporal
+// Run from the module root: go run ./tools/chaos -bin bin/reckon -temporal bin/temporal
 //
 // Known gaps, stated rather than hidden:
 //   - The dev broker is kfake with a data dir and without SyncWrites: each

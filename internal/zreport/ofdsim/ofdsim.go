@@ -16,57 +16,26 @@ import (
 	"time"
 
 	"reckon/internal/zreport"
+	"reckon/internal/zreport/ofd"
 )
-
-// Document is the operator's Z-report for one business key.
-type Document struct {
-	EventID       string    `json:"event_id,omitempty"`
-	FiscalDrive   string    `json:"fiscal_drive"`
-	Shift         int64     `json:"shift"`
-	Receipts      int64     `json:"receipts"`
-	Total         float64   `json:"total"`
-	ShiftClosedAt time.Time `json:"shift_closed_at"`
-}
-
-// Key returns the document's business key.
-func (d Document) Key() zreport.Key { return zreport.Key{FiscalDrive: d.FiscalDrive, Shift: d.Shift} }
-
-// Part converts d into an OFD part; an empty event_id becomes
-// "ofd-<fiscal_drive>-<shift>".
-func (d Document) Part() zreport.Part {
-	id := d.EventID
-	if id == "" {
-		id = DocumentID(d.Key())
-	}
-	return zreport.Part{
-		EventID: id, Source: zreport.OFD, Key: d.Key(),
-		Figures:       zreport.Figures{Receipts: d.Receipts, Total: d.Total},
-		ShiftClosedAt: d.ShiftClosedAt.UTC(), Origin: "ofd-api",
-	}
-}
-
-// DocumentID is the id of a document that has none of its own.
-func DocumentID(k zreport.Key) string {
-	return "ofd-" + k.FiscalDrive + "-" + strconv.FormatInt(k.Shift, 10)
-}
 
 // Documents looks documents up; ok is false when the operator has none.
 // Implementations must be safe for concurrent use.
 type Documents interface {
-	Document(k zreport.Key) (Document, bool)
+	Document(k zreport.Key) (ofd.Document, bool)
 }
 
 // DocumentsFunc adapts a function to Documents.
-type DocumentsFunc func(zreport.Key) (Document, bool)
+type DocumentsFunc func(zreport.Key) (ofd.Document, bool)
 
 // Document calls f.
-func (f DocumentsFunc) Document(k zreport.Key) (Document, bool) { return f(k) }
+func (f DocumentsFunc) Document(k zreport.Key) (ofd.Document, bool) { return f(k) }
 
 // Chain asks each Documents in turn.
 type Chain []Documents
 
 // Document returns the first answer found.
-func (c Chain) Document(k zreport.Key) (Document, bool) {
+func (c Chain) Document(k zreport.Key) (ofd.Document, bool) {
 	for _, d := range c {
 		if d == nil {
 			continue
@@ -75,27 +44,27 @@ func (c Chain) Document(k zreport.Key) (Document, bool) {
 			return doc, true
 		}
 	}
-	return Document{}, false
+	return ofd.Document{}, false
 }
 
 // Store is an in-memory set of documents, safe for concurrent use.
 type Store struct {
 	mu   sync.RWMutex // protects docs
-	docs map[zreport.Key]Document
+	docs map[zreport.Key]ofd.Document
 }
 
 // NewStore returns an empty store.
-func NewStore() *Store { return &Store{docs: map[zreport.Key]Document{}} }
+func NewStore() *Store { return &Store{docs: map[zreport.Key]ofd.Document{}} }
 
 // Put adds or replaces d.
-func (s *Store) Put(d Document) {
+func (s *Store) Put(d ofd.Document) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.docs[d.Key()] = d
 }
 
 // Document implements Documents.
-func (s *Store) Document(k zreport.Key) (Document, bool) {
+func (s *Store) Document(k zreport.Key) (ofd.Document, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	d, ok := s.docs[k]
@@ -135,22 +104,22 @@ func (s *Store) LoadJSONL(r io.Reader) (stored, skipped int, err error) {
 	return stored, skipped, nil
 }
 
-func parseDocument(b []byte) (Document, bool) {
+func parseDocument(b []byte) (ofd.Document, bool) {
 	var probe struct {
 		EventType string `json:"event_type"`
 	}
 	if json.Unmarshal(b, &probe) != nil {
-		return Document{}, false
+		return ofd.Document{}, false
 	}
-	var d Document
+	var d ofd.Document
 	if probe.EventType != "" {
 		p, _, err := zreport.ParseLine(b)
 		if err != nil || p.Source != zreport.OFD {
-			return Document{}, false
+			return ofd.Document{}, false
 		}
-		d = Document{EventID: p.EventID, FiscalDrive: p.FiscalDrive, Shift: p.Shift, Receipts: p.Receipts, Total: p.Total, ShiftClosedAt: p.ShiftClosedAt}
+		d = ofd.Document{EventID: p.EventID, FiscalDrive: p.FiscalDrive, Shift: p.Shift, Receipts: p.Receipts, Total: p.Total, ShiftClosedAt: p.ShiftClosedAt}
 	} else if json.Unmarshal(b, &d) != nil {
-		return Document{}, false
+		return ofd.Document{}, false
 	}
 	return d, d.Part().Validate() == nil
 }
@@ -283,28 +252,28 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if doc.EventID == "" {
-		doc.EventID = DocumentID(k)
+		doc.EventID = ofd.DocumentID(k)
 	}
 	s.count(func(st *Stats) { st.Found++ })
 	writeJSON(w, http.StatusOK, doc)
 }
 
-func (s *Server) lookup(k zreport.Key) (Document, bool) {
+func (s *Server) lookup(k zreport.Key) (ofd.Document, bool) {
 	if d, ok := s.put.Document(k); ok {
 		return d, true
 	}
 	if s.opts.MissingFraction > 0 && fraction(k.String()) < s.opts.MissingFraction {
-		return Document{}, false
+		return ofd.Document{}, false
 	}
 	if s.opts.Documents == nil {
-		return Document{}, false
+		return ofd.Document{}, false
 	}
 	return s.opts.Documents.Document(k)
 }
 
 func (s *Server) putDoc(w http.ResponseWriter, r *http.Request) {
 	k, err := keyOf(r)
-	var d Document
+	var d ofd.Document
 	if err == nil {
 		err = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&d)
 	}

@@ -1,4 +1,4 @@
-package zbridge
+package bridge
 
 import (
 	"context"

@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"os"
 
-	"reckon/internal/benchreport"
+	"reckon/tools/benchreport"
 )
 
 func main() {

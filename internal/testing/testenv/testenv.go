@@ -39,7 +39,7 @@ func TemporalBin(t testing.TB) string {
 		return p
 	}
 	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "bin", "temporal")
+	p := filepath.Join(filepath.Dir(file), "..", "..", "..", "bin", "temporal")
 	if _, err := os.Stat(p); err != nil {
 		t.Skipf("no temporal CLI at %s: run `make temporal` or `make test`", p)
 	}

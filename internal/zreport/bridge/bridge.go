@@ -1,4 +1,4 @@
-package zbridge
+package bridge
 
 import (
 	"context"
@@ -77,7 +77,7 @@ func (o Options) Validate() error {
 	var errs []error
 	for _, f := range []struct{ name, v string }{{"topic", o.Topic}, {"group", o.Group}, {"dlq topic", o.DLQTopic}, {"task queue", o.TaskQueue}} {
 		if f.v == "" {
-			errs = append(errs, fmt.Errorf("zbridge: %s is required", f.name))
+			errs = append(errs, fmt.Errorf("zreport bridge: %s is required", f.name))
 		}
 	}
 	if err := o.Start.Policy.Validate(); err != nil {
@@ -111,7 +111,7 @@ func New(kopts []kgo.Opt, tc client.Client, o Options) (*Bridge, error) {
 	}
 	g, err := event.NewGate(o.Gate)
 	if err != nil {
-		return nil, fmt.Errorf("zbridge: %w", err)
+		return nil, fmt.Errorf("zreport bridge: %w", err)
 	}
 	opts := append([]kgo.Opt{}, kopts...)
 	opts = append(opts,
@@ -123,7 +123,7 @@ func New(kopts []kgo.Opt, tc client.Client, o Options) (*Bridge, error) {
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("zbridge: kafka client: %w", err)
+		return nil, fmt.Errorf("zreport bridge: kafka client: %w", err)
 	}
 	return &Bridge{o: o, cl: cl, tc: tc, gate: g}, nil
 }
@@ -154,7 +154,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return nil
 		}
 		fs.EachError(func(t string, p int32, err error) {
-			log.Warn("zbridge: fetch error", "topic", t, "partition", p, "error", err)
+			log.Warn("zreport bridge: fetch error", "topic", t, "partition", p, "error", err)
 		})
 		recs := fs.Records()
 		if len(recs) == 0 {
@@ -170,7 +170,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		if err := b.cl.CommitRecords(ctx, recs...); err != nil {
 			// Not fatal: the records are redelivered and deduplicated.
-			log.Warn("zbridge: commit failed", "error", err)
+			log.Warn("zreport bridge: commit failed", "error", err)
 		} else {
 			b.commits.Add(1)
 		}
@@ -272,7 +272,7 @@ func (b *Bridge) signal(ctx context.Context, j job) (*kgo.Record, error) {
 			}), nil
 		}
 		b.retries.Add(1)
-		b.o.Log.Warn("zbridge: signal-with-start failed; retrying", "workflow_id", opts.ID, "attempt", attempt, "error", err)
+		b.o.Log.Warn("zreport bridge: signal-with-start failed; retrying", "workflow_id", opts.ID, "attempt", attempt, "error", err)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -324,7 +324,7 @@ func (b *Bridge) produceDead(ctx context.Context, dead []*kgo.Record) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		b.o.Log.Warn("zbridge: dead-letter produce failed; retrying", "error", err)
+		b.o.Log.Warn("zreport bridge: dead-letter produce failed; retrying", "error", err)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
