@@ -22,7 +22,7 @@ var benchLakeOnce = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	rows := genRows(benchRows, 24, 50, 0, 0, 42)
-	_, err = l.WriteRaw(topic, 0, 0, benchRows-1, rows)
+	_, err = l.WriteRaw(context.Background(), topic, 0, 0, benchRows-1, rows)
 	return dir, err
 })
 
@@ -94,7 +94,7 @@ func BenchmarkAggregateHourlyManyFiles(b *testing.B) {
 				carry = append(carry, part[j])
 			}
 		}
-		if _, err := l.WriteRaw(topic, 0, offset, offset+int64(len(part))-1, part); err != nil {
+		if _, err := l.WriteRaw(b.Context(), topic, 0, offset, offset+int64(len(part))-1, part); err != nil {
 			b.Fatal(err)
 		}
 		offset += int64(len(part))

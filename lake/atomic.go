@@ -2,6 +2,7 @@ package lake
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,8 +14,8 @@ import (
 // WriteFileAtomic is writeAtomic for other tables kept in a lake on a local
 // directory (e.g. Z-reports): the same hidden temp name, fsync, rename,
 // directory fsync. Lake.WriteFile does the same on any storage.
-func WriteFileAtomic(dir, name string, write func(w io.Writer) error) (int64, error) {
-	return writeAtomic(dir, name, write)
+func WriteFileAtomic(ctx context.Context, dir, name string, write func(w io.Writer) error) (int64, error) {
+	return writeAtomic(ctx, dir, name, write)
 }
 
 // writeAtomic writes dir/name through write: to a hidden temporary file in
@@ -22,7 +23,14 @@ func WriteFileAtomic(dir, name string, write func(w io.Writer) error) (int64, er
 // durable. Concurrent writers of the same name each use their own temporary
 // file; the last rename wins, which is harmless because a name always
 // denotes the same content. It returns the file size.
-func writeAtomic(dir, name string, write func(w io.Writer) error) (int64, error) {
+//
+// ctx is checked before the file is created, at every flush of the write
+// buffer and before the rename: a cancelled write stops there, removes its
+// temporary file and leaves dir/name as it was.
+func writeAtomic(ctx context.Context, dir, name string, write func(w io.Writer) error) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("lake: write %s: %w", filepath.Join(dir, name), err)
+	}
 	if err := mkdirAllSync(dir); err != nil {
 		return 0, err
 	}
@@ -38,7 +46,7 @@ func writeAtomic(dir, name string, write func(w io.Writer) error) (int64, error)
 			os.Remove(tmp)
 		}
 	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := bufio.NewWriterSize(ctxWriter{ctx, f}, 1<<20)
 	if err := write(bw); err != nil {
 		return 0, fmt.Errorf("lake: write %s: %w", filepath.Join(dir, name), err)
 	}
@@ -52,6 +60,9 @@ func writeAtomic(dir, name string, write func(w io.Writer) error) (int64, error)
 	if err != nil {
 		return 0, fmt.Errorf("lake: stat %s: %w", tmp, err)
 	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("lake: write %s: %w", filepath.Join(dir, name), err)
+	}
 	if err := f.Close(); err != nil {
 		return 0, fmt.Errorf("lake: close %s: %w", tmp, err)
 	}
@@ -63,6 +74,20 @@ func writeAtomic(dir, name string, write func(w io.Writer) error) (int64, error)
 		return 0, err
 	}
 	return st.Size(), nil
+}
+
+// ctxWriter fails writes once ctx is done, so a long write stops at its
+// next buffer flush.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
 }
 
 // removeSync removes files (base names) from dir and fsyncs dir once.

@@ -25,7 +25,7 @@ func benchWriteRaw(b *testing.B, level int) {
 	var bytes int64
 	m := startCPU(b)
 	for i := 0; i < b.N; i++ {
-		res, err := l.WriteRaw("m8-suhu-kejadian", 0, 0, n-1, src)
+		res, err := l.WriteRaw(b.Context(), "m8-suhu-kejadian", 0, 0, n-1, src)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func BenchmarkArchiveBatch(b *testing.B) {
 	}
 	m := startCPU(b)
 	for i := 0; i < b.N; i++ {
-		res, err := w.WriteBatch(0, recs)
+		res, err := w.WriteBatch(b.Context(), 0, recs)
 		if err != nil || res.Rows != n {
 			b.Fatal(res.Rows, res.Rejected, err)
 		}

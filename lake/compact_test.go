@@ -17,12 +17,12 @@ func testCompact(t *testing.T, opts Options) {
 	p0 := genRows(1000, 1, 6, 0, 0, 10)
 	p1 := genRows(400, 1, 6, 1, 0, 11)
 	for _, b := range [][2]int{{0, 299}, {300, 599}, {500, 799}, {800, 999}} { // 500..599 twice
-		if _, err := l.WriteRaw(topic, 0, int64(b[0]), int64(b[1]), p0[b[0]:b[1]+1]); err != nil {
+		if _, err := l.WriteRaw(ctx, topic, 0, int64(b[0]), int64(b[1]), p0[b[0]:b[1]+1]); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, b := range [][2]int{{0, 199}, {200, 399}} {
-		if _, err := l.WriteRaw(topic, 1, int64(b[0]), int64(b[1]), p1[b[0]:b[1]+1]); err != nil {
+		if _, err := l.WriteRaw(ctx, topic, 1, int64(b[0]), int64(b[1]), p1[b[0]:b[1]+1]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -123,8 +123,8 @@ func TestCompactLock(t *testing.T) { forEachStore(t, testCompactLock) }
 func testCompactLock(t *testing.T, opts Options) {
 	l := mustOpen(t, opts)
 	rows := genRows(20, 1, 2, 0, 0, 12)
-	l.WriteRaw(topic, 0, 0, 9, rows[:10])
-	l.WriteRaw(topic, 0, 10, 19, rows[10:])
+	l.WriteRaw(t.Context(), topic, 0, 0, 9, rows[:10])
+	l.WriteRaw(t.Context(), topic, 0, 10, 19, rows[10:])
 	dir := rawHourKey(topic, testStart)
 	putFile(t, l, joinKey(dir, lockName), nil)
 	if _, err := l.Compact(context.Background(), topic, testStart); err == nil || !strings.Contains(err.Error(), "another compaction") {
@@ -162,7 +162,7 @@ func TestCompactBadInput(t *testing.T) { forEachStore(t, testCompactBadInput) }
 func testCompactBadInput(t *testing.T, opts Options) {
 	l := mustOpen(t, opts)
 	rows := genRows(20, 1, 2, 0, 0, 13)
-	if _, err := l.WriteRaw(topic, 0, 0, 9, rows[:10]); err != nil {
+	if _, err := l.WriteRaw(t.Context(), topic, 0, 0, 9, rows[:10]); err != nil {
 		t.Fatal(err)
 	}
 	dir := rawHourKey(topic, testStart)

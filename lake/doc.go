@@ -27,6 +27,12 @@
 // offset range again yields the same file names, so a retried archive
 // activity replaces files instead of duplicating them.
 //
+// Every method that reaches storage takes a context.Context and honours it:
+// on S3 cancelling it aborts the request in flight, on a directory each file
+// operation checks it first (and a long write at every buffer flush). A call
+// cut short returns an error wrapping ctx.Err() and, like any failed write,
+// leaves no partial file visible.
+//
 // Package lake does not talk to Kafka or Temporal; the archive activities
 // read offset ranges and hand the records to a RawWriter.
 package lake

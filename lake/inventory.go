@@ -38,9 +38,8 @@ var tableTimeColumn = map[string]string{RawDir: "occurred_at", RejectedDir: "ing
 
 // List summarizes every table and the archive progress of every topic.
 // It reads file footers, not data.
-func (l *Lake) List() (Inventory, error) {
+func (l *Lake) List(ctx context.Context) (Inventory, error) {
 	var inv Inventory
-	ctx := context.Background()
 	for _, table := range []string{RawDir, RejectedDir, SummariesDir} {
 		prefix := "topic="
 		if table == SummariesDir {
@@ -68,7 +67,7 @@ func (l *Lake) List() (Inventory, error) {
 	}
 	for _, e := range entries {
 		if t, ok := strings.CutPrefix(e.name, "topic="); ok && e.dir && ValidateTopic(t) == nil {
-			ps, err := l.TopicProgress(t)
+			ps, err := l.TopicProgress(ctx, t)
 			if err != nil {
 				return inv, err
 			}

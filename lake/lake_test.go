@@ -28,7 +28,7 @@ func testRawFileFormat(t *testing.T, opts Options) {
 	opts.RowGroupRows = 1000
 	l := mustOpen(t, opts)
 	rows := genRows(3500, 1, 7, 2, 100, 1)
-	res, err := l.WriteRaw(topic, 2, 100, 3599, rows)
+	res, err := l.WriteRaw(t.Context(), topic, 2, 100, 3599, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestWriteSplitsHoursAndIsIdempotent(t *testing.T) {
 func testWriteSplitsHoursAndIsIdempotent(t *testing.T, opts Options) {
 	l := mustOpen(t, opts)
 	rows := genRows(1000, 3, 5, 0, 0, 2) // spans hours 00, 01, 02
-	res, err := l.WriteRaw(topic, 0, 0, 999, rows)
+	res, err := l.WriteRaw(t.Context(), topic, 0, 0, 999, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func testWriteSplitsHoursAndIsIdempotent(t *testing.T, opts Options) {
 	if sum != 1000 {
 		t.Errorf("per-hour counts sum to %d, want 1000", sum)
 	}
-	if _, err := l.WriteRaw(topic, 0, 0, 999, rows); err != nil {
+	if _, err := l.WriteRaw(t.Context(), topic, 0, 0, 999, rows); err != nil {
 		t.Fatal(err)
 	}
 	if again := listFiles(t, l); !slices.Equal(first, again) {
@@ -161,20 +161,20 @@ func TestSupersede(t *testing.T) { forEachStore(t, testSupersede) }
 func testSupersede(t *testing.T, opts Options) {
 	l := mustOpen(t, opts)
 	rows := genRows(300, 1, 3, 1, 0, 3)
-	if _, err := l.WriteRaw(topic, 1, 0, 99, rows[:100]); err != nil {
+	if _, err := l.WriteRaw(t.Context(), topic, 1, 0, 99, rows[:100]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.WriteRaw(topic, 1, 50, 149, rows[50:150]); err != nil {
+	if _, err := l.WriteRaw(t.Context(), topic, 1, 50, 149, rows[50:150]); err != nil {
 		t.Fatal(err)
 	}
-	res, err := l.WriteRaw(topic, 1, 0, 199, rows[:200])
+	res, err := l.WriteRaw(t.Context(), topic, 1, 0, 199, rows[:200])
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Superseded) != 2 {
 		t.Errorf("superseded = %v, want both shorter files", res.Superseded)
 	}
-	if _, err := l.WriteRaw(topic, 1, 150, 299, rows[150:]); err != nil {
+	if _, err := l.WriteRaw(t.Context(), topic, 1, 150, 299, rows[150:]); err != nil {
 		t.Fatal(err)
 	}
 	got := listFiles(t, l)
@@ -209,7 +209,7 @@ func testDedupWithinFile(t *testing.T, opts Options) {
 		d.IngestedAt += 5_000_000
 		rows = append(rows, d)
 	}
-	if _, err := l.WriteRaw(topic, 0, 0, int64(len(rows)-1), rows); err != nil {
+	if _, err := l.WriteRaw(t.Context(), topic, 0, 0, int64(len(rows)-1), rows); err != nil {
 		t.Fatal(err)
 	}
 	aggs, st, err := l.Aggregate(context.Background(), Query{Topic: topic, From: testStart, To: testStart.Add(2 * time.Hour)}, 15*time.Minute)
@@ -283,7 +283,7 @@ func testPruning(t *testing.T, opts Options) {
 	opts.RowGroupRows = 200
 	l := mustOpen(t, opts)
 	rows := genRows(4000, 4, 10, 0, 0, 5)
-	if _, err := l.WriteRaw(topic, 0, 0, 3999, rows); err != nil {
+	if _, err := l.WriteRaw(t.Context(), topic, 0, 0, 3999, rows); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -387,7 +387,7 @@ func testWriteRejectsBadRanges(t *testing.T, opts Options) {
 		p           int32
 		first, last int64
 	}{{0, 6, 14}, {0, 5, 13}, {1, 5, 14}, {0, 14, 5}, {-1, 5, 14}} {
-		if _, err := l.WriteRaw(topic, c.p, c.first, c.last, rows); !errors.Is(err, ErrBadRange) {
+		if _, err := l.WriteRaw(t.Context(), topic, c.p, c.first, c.last, rows); !errors.Is(err, ErrBadRange) {
 			t.Errorf("%+v: err = %v, want ErrBadRange", c, err)
 		}
 	}
@@ -400,29 +400,29 @@ func TestProgress(t *testing.T) { forEachStore(t, testProgress) }
 
 func testProgress(t *testing.T, opts Options) {
 	l := mustOpen(t, opts)
-	if _, err := l.ReadProgress(topic, 0); !errors.Is(err, ErrNoProgress) {
+	if _, err := l.ReadProgress(t.Context(), topic, 0); !errors.Is(err, ErrNoProgress) {
 		t.Fatalf("err = %v, want ErrNoProgress", err)
 	}
 	t1 := time.Date(2026, 11, 7, 9, 0, 0, 0, time.UTC)
 	for p := int32(0); p < 3; p++ {
-		if _, err := l.WriteProgress(Progress{Topic: topic, Partition: p, NextOffset: 100 * int64(p+1), ArchivedThrough: t1.Add(time.Duration(p) * time.Minute)}); err != nil {
+		if _, err := l.WriteProgress(t.Context(), Progress{Topic: topic, Partition: p, NextOffset: 100 * int64(p+1), ArchivedThrough: t1.Add(time.Duration(p) * time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A stale write cannot move the cursor back.
-	got, err := l.WriteProgress(Progress{Topic: topic, Partition: 2, NextOffset: 5, ArchivedThrough: t1.Add(time.Hour)})
+	got, err := l.WriteProgress(t.Context(), Progress{Topic: topic, Partition: 2, NextOffset: 5, ArchivedThrough: t1.Add(time.Hour)})
 	if err != nil || got.NextOffset != 300 {
 		t.Errorf("stale write: %+v, %v", got, err)
 	}
-	ps, err := l.TopicProgress(topic)
+	ps, err := l.TopicProgress(t.Context(), topic)
 	if err != nil || len(ps) != 3 || ps[2].NextOffset != 300 || !ps[1].ArchivedThrough.Equal(t1.Add(time.Minute)) {
 		t.Fatalf("progress = %+v, %v", ps, err)
 	}
-	through, err := l.ArchivedThrough(topic, 3)
+	through, err := l.ArchivedThrough(t.Context(), topic, 3)
 	if err != nil || !through.Equal(t1) {
 		t.Errorf("ArchivedThrough(3) = %v, %v; want %v", through, err, t1)
 	}
-	if through, _ := l.ArchivedThrough(topic, 4); !through.IsZero() {
+	if through, _ := l.ArchivedThrough(t.Context(), topic, 4); !through.IsZero() {
 		t.Errorf("ArchivedThrough(4) = %v, want zero (partition 3 unknown)", through)
 	}
 	// Progress lives outside raw/, hidden from raw/**/*.parquet globs.
@@ -444,7 +444,7 @@ func testPanesRoundTrip(t *testing.T, opts Options) {
 		{Stream: "suhu", Key: "sensor-02", WindowStart: w0, WindowEnd: w0.Add(time.Hour), Count: 3, Sum: 70.5, Min: 20, Max: 26, Version: 1, Timing: event.TimingOnTime, ComputedBy: event.ComputedByStream, Watermark: w0.Add(time.Hour + 5*time.Second), EmittedAt: w0.Add(time.Hour + 6*time.Second)},
 		{Stream: "suhu", Key: "sensor-01", WindowStart: w0.Add(time.Hour), WindowEnd: w0.Add(2 * time.Hour), Count: 1, Sum: 21, Min: 21, Max: 21, Version: 2, Timing: event.TimingCorrection, ComputedBy: event.ComputedByBatch, EmittedAt: w0.Add(30 * time.Hour), Reason: "late events"},
 	}
-	files, err := l.WritePanes("suhu", "recompute-1", panes)
+	files, err := l.WritePanes(t.Context(), "suhu", "recompute-1", panes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +457,7 @@ func testPanesRoundTrip(t *testing.T, opts Options) {
 			t.Errorf("%s is not TIMESTAMP(MICROS, UTC)", e.Name)
 		}
 	}
-	got, err := l.ReadPanes("suhu", w0, w0.Add(48*time.Hour))
+	got, err := l.ReadPanes(t.Context(), "suhu", w0, w0.Add(48*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,10 +470,10 @@ func testPanesRoundTrip(t *testing.T, opts Options) {
 			t.Errorf("pane %d = %+v, want %+v", i, g, w)
 		}
 	}
-	if _, err := l.WritePanes("suhu", "../x", panes); !errors.Is(err, ErrBadName) {
+	if _, err := l.WritePanes(t.Context(), "suhu", "../x", panes); !errors.Is(err, ErrBadName) {
 		t.Errorf("bad name: %v", err)
 	}
-	if _, err := l.WritePanes("payments", "x", panes); !errors.Is(err, ErrBadQuery) {
+	if _, err := l.WritePanes(t.Context(), "payments", "x", panes); !errors.Is(err, ErrBadQuery) {
 		t.Errorf("wrong stream: %v", err)
 	}
 }
@@ -509,7 +509,7 @@ func TestForeignFileFallsBackToHash(t *testing.T) { forEachStore(t, testForeignF
 func testForeignFileFallsBackToHash(t *testing.T, opts Options) {
 	l := mustOpen(t, opts)
 	rows := genRows(600, 1, 5, 0, 0, 21)
-	if _, err := l.WriteRaw(topic, 0, 0, 399, rows[:400]); err != nil {
+	if _, err := l.WriteRaw(t.Context(), topic, 0, 0, 399, rows[:400]); err != nil {
 		t.Fatal(err)
 	}
 	foreign := slices.Clone(rows[300:]) // 300..399 repeat the first file
@@ -533,7 +533,7 @@ func testForeignFileFallsBackToHash(t *testing.T, opts Options) {
 	if err := l.store.remove(context.Background(), rawHourKey(topic, testStart), []string{"other-tool.parquet"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.WriteRaw(topic, 0, 400, 599, rows[400:]); err != nil {
+	if _, err := l.WriteRaw(t.Context(), topic, 0, 400, 599, rows[400:]); err != nil {
 		t.Fatal(err)
 	}
 	var got []RawRow
@@ -564,7 +564,7 @@ func testRawHours(t *testing.T, opts Options) {
 	for i := range late {
 		late[i].OccurredAt += 26 * microsPerHour // 2026-11-08T02
 	}
-	if _, err := l.WriteRaw(topic, 0, 0, 309, append(rows, late...)); err != nil {
+	if _, err := l.WriteRaw(ctx, topic, 0, 0, 309, append(rows, late...)); err != nil {
 		t.Fatal(err)
 	}
 	hs, err := l.RawHours(ctx, topic, testStart.Add(90*time.Minute), testStart.Add(27*time.Hour))

@@ -35,14 +35,14 @@ type Progress struct {
 // recorded progress, so a stale retry cannot move the cursor back.
 // Concurrent writers of the same partition must be serialized by the caller
 // (the archive workflow is the partition's only writer).
-func (l *Lake) WriteProgress(p Progress) (Progress, error) {
+func (l *Lake) WriteProgress(ctx context.Context, p Progress) (Progress, error) {
 	if err := ValidateTopic(p.Topic); err != nil {
 		return p, err
 	}
 	if p.Partition < 0 || p.NextOffset < 0 {
 		return p, fmt.Errorf("%w: progress partition %d next offset %d", ErrBadRange, p.Partition, p.NextOffset)
 	}
-	cur, err := l.ReadProgress(p.Topic, p.Partition)
+	cur, err := l.ReadProgress(ctx, p.Topic, p.Partition)
 	switch {
 	case errors.Is(err, ErrNoProgress):
 	case err != nil:
@@ -56,7 +56,7 @@ func (l *Lake) WriteProgress(p Progress) (Progress, error) {
 	if err != nil {
 		return p, fmt.Errorf("lake: progress: %w", err)
 	}
-	_, err = l.store.put(context.Background(), progressKey(p.Topic, p.Partition), func(w io.Writer) error {
+	_, err = l.store.put(ctx, progressKey(p.Topic, p.Partition), func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})
@@ -65,11 +65,11 @@ func (l *Lake) WriteProgress(p Progress) (Progress, error) {
 
 // ReadProgress returns the recorded progress of topic/partition, or an error
 // wrapping ErrNoProgress when nothing was archived yet.
-func (l *Lake) ReadProgress(topic string, partition int32) (Progress, error) {
+func (l *Lake) ReadProgress(ctx context.Context, topic string, partition int32) (Progress, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return Progress{}, err
 	}
-	b, err := l.store.readFile(context.Background(), progressKey(topic, partition))
+	b, err := l.store.readFile(ctx, progressKey(topic, partition))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Progress{}, fmt.Errorf("%w: %s/%d", ErrNoProgress, topic, partition)
 	}
@@ -85,11 +85,11 @@ func (l *Lake) ReadProgress(topic string, partition int32) (Progress, error) {
 
 // TopicProgress returns the progress of every partition of topic recorded
 // in the lake, in partition order.
-func (l *Lake) TopicProgress(topic string) ([]Progress, error) {
+func (l *Lake) TopicProgress(ctx context.Context, topic string) ([]Progress, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	entries, err := l.store.list(context.Background(), progressDirKey(topic))
+	entries, err := l.store.list(ctx, progressDirKey(topic))
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func (l *Lake) TopicProgress(topic string) ([]Progress, error) {
 		if !ok || err != nil {
 			continue
 		}
-		pr, err := l.ReadProgress(topic, int32(p))
+		pr, err := l.ReadProgress(ctx, topic, int32(p))
 		if err != nil {
 			return nil, err
 		}
@@ -119,8 +119,8 @@ func (l *Lake) TopicProgress(topic string) ([]Progress, error) {
 // ArchivedThrough. partitions is the topic's partition count; a partition
 // without progress makes the result the zero time (nothing is known to be
 // complete).
-func (l *Lake) ArchivedThrough(topic string, partitions int) (time.Time, error) {
-	ps, err := l.TopicProgress(topic)
+func (l *Lake) ArchivedThrough(ctx context.Context, topic string, partitions int) (time.Time, error) {
+	ps, err := l.TopicProgress(ctx, topic)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -1,6 +1,7 @@
 package lake
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -64,11 +65,11 @@ func (l *Lake) NewRawWriter(t RawTable, gate *event.Gate) (*RawWriter, error) {
 // WriteBatch archives records of one partition, read as the offset range
 // from the first record's offset to the last one's. Records must be in
 // offset order. See WriteRange.
-func (w *RawWriter) WriteBatch(partition int32, records []RawRecord) (WriteResult, error) {
+func (w *RawWriter) WriteBatch(ctx context.Context, partition int32, records []RawRecord) (WriteResult, error) {
 	if len(records) == 0 {
 		return WriteResult{Topic: w.table.Topic, Partition: partition}, fmt.Errorf("%w: empty batch", ErrBadRange)
 	}
-	return w.WriteRange(partition, records[0].Offset, records[len(records)-1].Offset, records)
+	return w.WriteRange(ctx, partition, records[0].Offset, records[len(records)-1].Offset, records)
 }
 
 // WriteRange archives records of one partition read from the offset range
@@ -78,7 +79,7 @@ func (w *RawWriter) WriteBatch(partition int32, records []RawRecord) (WriteResul
 // the others rejected rows with the gate's reasons, or with "key:"/"value:"
 // reasons when the table's key or value path does not resolve. Files and
 // idempotency are as for Lake.WriteRaw.
-func (w *RawWriter) WriteRange(partition int32, first, last int64, records []RawRecord) (WriteResult, error) {
+func (w *RawWriter) WriteRange(ctx context.Context, partition int32, first, last int64, records []RawRecord) (WriteResult, error) {
 	w.rows, w.rejected = slices.Grow(w.rows[:0], len(records)), w.rejected[:0]
 	prev := int64(-1)
 	for i := range records {
@@ -90,7 +91,7 @@ func (w *RawWriter) WriteRange(partition int32, first, last int64, records []Raw
 		prev = rec.Offset
 		w.decode(partition, rec)
 	}
-	res, err := w.lake.writeBatch(w.table.Topic, partition, first, last, w.rows, w.rejected)
+	res, err := w.lake.writeBatch(ctx, w.table.Topic, partition, first, last, w.rows, w.rejected)
 	// Drop references to the batch's strings and bytes so they can be
 	// collected while the writer waits for the next batch.
 	clear(w.rows)

@@ -54,7 +54,7 @@ func testRawWriter(t *testing.T, opts Options) {
 		{Offset: 15, Timestamp: arrival.Add(2 * time.Minute), Value: envelope(4, "door.opened", at, `{"door":"d1"}`)},
 		{Offset: 16, Timestamp: arrival, Value: envelope(5, "door.opened", at, `{"id_perangkat":17,"suhu_c":1}`)},
 	}
-	res, err := w.WriteBatch(3, recs)
+	res, err := w.WriteBatch(t.Context(), 3, recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,12 +106,12 @@ func testRawWriter(t *testing.T, opts Options) {
 	}
 
 	// Out-of-order offsets are a caller bug.
-	if _, err := w.WriteBatch(3, []RawRecord{recs[1], recs[0]}); err == nil {
+	if _, err := w.WriteBatch(t.Context(), 3, []RawRecord{recs[1], recs[0]}); err == nil {
 		t.Error("out-of-order batch accepted")
 	}
 	// The record key is the key when the table has no key path.
 	w2, _ := l.NewRawWriter(RawTable{Topic: "other"}, testGate(t))
-	res, err = w2.WriteBatch(0, []RawRecord{{Offset: 0, Timestamp: arrival, Key: []byte("rk"), Value: recs[0].Value}})
+	res, err = w2.WriteBatch(t.Context(), 0, []RawRecord{{Offset: 0, Timestamp: arrival, Key: []byte("rk"), Value: recs[0].Value}})
 	if err != nil || res.Rows != 1 {
 		t.Fatal(res, err)
 	}

@@ -252,6 +252,9 @@ type s3Upload struct {
 }
 
 func (u *s3Upload) Write(p []byte) (int, error) {
+	if u.err == nil {
+		u.err = u.ctx.Err() // a cancelled write stops here, not at its next request
+	}
 	if u.err != nil {
 		return 0, u.err
 	}
@@ -386,6 +389,10 @@ func (s *s3Store) list(ctx context.Context, dir string) ([]entry, error) {
 			out = append(out, entry{name: name, size: o.Size, modTime: o.LastModified})
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		// minio-go ends a listing whose ctx is done without an error.
+		return nil, fmt.Errorf("lake: list %s: %w", s.where(dir), err)
+	}
 	slices.SortFunc(out, func(a, b entry) int { return strings.Compare(a.name, b.name) })
 	return out, nil
 }
@@ -403,6 +410,10 @@ func (s *s3Store) walk(ctx context.Context, dir string, fn func(key string, e en
 		if err := fn(key, entry{name: path.Base(key), size: o.Size, modTime: o.LastModified}); err != nil {
 			return err
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		// minio-go ends a listing whose ctx is done without an error.
+		return fmt.Errorf("lake: walk %s: %w", s.where(dir), err)
 	}
 	return nil
 }
@@ -427,6 +438,11 @@ func (s *s3Store) remove(ctx context.Context, dir string, names []string) error 
 		if r.Err != nil && !isNotFound(r.Err) {
 			errs = append(errs, fmt.Errorf("lake: remove %s: %w", r.ObjectName, r.Err))
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		// minio-go stops sending deletes once ctx is done without saying
+		// which were sent: report the removal as failed (it is idempotent).
+		errs = append(errs, fmt.Errorf("lake: remove in %s: %w", s.where(dir), err))
 	}
 	return errors.Join(errs...)
 }

@@ -14,7 +14,7 @@ func BenchmarkAggregateHourlyS3(b *testing.B) {
 	fake := newS3Fake(b)
 	l := mustOpen(b, fake.options())
 	rows := genRows(benchRows, 24, 50, 0, 0, 42)
-	res, err := l.WriteRaw(topic, 0, 0, benchRows-1, rows)
+	res, err := l.WriteRaw(b.Context(), topic, 0, 0, benchRows-1, rows)
 	if err != nil {
 		b.Fatal(err)
 	}

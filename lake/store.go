@@ -18,7 +18,10 @@ import (
 // or a bucket prefix on S3-compatible object storage (s3Store, ADR 0011).
 // Keys are slash-separated paths relative to the lake root, the same on
 // both ("raw/topic=t/event_date=2026-11-07/event_hour=08/t-0-1-9.parquet");
-// a "directory" is a key prefix. Every method is safe for concurrent use.
+// a "directory" is a key prefix. Every method is safe for concurrent use
+// and honours ctx: once ctx is done it stops (on S3 the request in flight
+// is aborted) and returns an error wrapping ctx.Err(), never a partial
+// listing or a write reported done that is not.
 type storage interface {
 	// put makes key hold exactly what write writes, visible to readers and
 	// listings only once write returned nil and the content is durable: a
@@ -96,16 +99,29 @@ func validKey(key string) bool {
 
 // localStore keeps the lake in a directory: today's on-disk layout, written
 // through writeAtomic (hidden temp file, fsync, rename, directory fsync) so
-// existing lakes and DuckDB/Spark globs keep working unchanged.
+// existing lakes and DuckDB/Spark globs keep working unchanged. File system
+// calls cannot be interrupted, so every method checks ctx before it starts,
+// put also at every buffer flush and before its rename, and walk before
+// each file: a cancelled call returns an error wrapping ctx.Err() and
+// changes nothing more.
 type localStore struct {
 	root string
 }
 
 func (s *localStore) path(key string) string { return filepath.Join(s.root, filepath.FromSlash(key)) }
 
-func (s *localStore) put(_ context.Context, key string, write func(w io.Writer) error) (int64, error) {
+// ctxErr returns an error wrapping ctx.Err() naming op and key, or nil
+// while ctx is live.
+func ctxErr(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("lake: %s %s: %w", op, key, err)
+	}
+	return nil
+}
+
+func (s *localStore) put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
 	p := s.path(key)
-	return writeAtomic(filepath.Dir(p), filepath.Base(p), write)
+	return writeAtomic(ctx, filepath.Dir(p), filepath.Base(p), write)
 }
 
 // localFile is an *os.File with its size: reads go straight to the file.
@@ -116,7 +132,10 @@ type localFile struct {
 
 func (f localFile) Size() int64 { return f.size }
 
-func (s *localStore) open(_ context.Context, key string, _ int64) (objectReader, error) {
+func (s *localStore) open(ctx context.Context, key string, _ int64) (objectReader, error) {
+	if err := ctxErr(ctx, "open", key); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(s.path(key))
 	if err != nil {
 		return nil, fmt.Errorf("lake: %w", err)
@@ -129,7 +148,10 @@ func (s *localStore) open(_ context.Context, key string, _ int64) (objectReader,
 	return localFile{f, st.Size()}, nil
 }
 
-func (s *localStore) readFile(_ context.Context, key string) ([]byte, error) {
+func (s *localStore) readFile(ctx context.Context, key string) ([]byte, error) {
+	if err := ctxErr(ctx, "read", key); err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(s.path(key))
 	if err != nil {
 		return nil, fmt.Errorf("lake: %w", err)
@@ -137,7 +159,10 @@ func (s *localStore) readFile(_ context.Context, key string) ([]byte, error) {
 	return b, nil
 }
 
-func (s *localStore) list(_ context.Context, dir string) ([]entry, error) {
+func (s *localStore) list(ctx context.Context, dir string) ([]entry, error) {
+	if err := ctxErr(ctx, "list", dir); err != nil {
+		return nil, err
+	}
 	des, err := os.ReadDir(s.path(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -163,9 +188,12 @@ func (s *localStore) list(_ context.Context, dir string) ([]entry, error) {
 	return out, nil
 }
 
-func (s *localStore) walk(_ context.Context, dir string, fn func(key string, e entry) error) error {
+func (s *localStore) walk(ctx context.Context, dir string, fn func(key string, e entry) error) error {
 	base := s.path(dir)
 	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
 		if err != nil {
 			if p == base && errors.Is(err, fs.ErrNotExist) {
 				return filepath.SkipDir
@@ -191,14 +219,20 @@ func (s *localStore) walk(_ context.Context, dir string, fn func(key string, e e
 	return nil
 }
 
-func (s *localStore) remove(_ context.Context, dir string, names []string) error {
+func (s *localStore) remove(ctx context.Context, dir string, names []string) error {
+	if err := ctxErr(ctx, "remove in", dir); err != nil {
+		return err
+	}
 	return removeSync(s.path(dir), names)
 }
 
 // lockName is the hidden lock file of a compaction.
 const lockName = ".compact.lock"
 
-func (s *localStore) lock(_ context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+func (s *localStore) lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+	if err := ctxErr(ctx, "compact", dir); err != nil {
+		return nil, err
+	}
 	p := filepath.Join(s.path(dir), lockName)
 	for attempt := 0; ; attempt++ {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -218,7 +252,7 @@ func (s *localStore) lock(_ context.Context, dir string, now time.Time, maxAge t
 }
 
 func (s *localStore) removeStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
-	es, err := s.list(ctx, dir)
+	es, err := s.list(ctx, dir) // checks ctx
 	if err != nil {
 		return nil, err
 	}

@@ -38,13 +38,21 @@ type s3Fake struct {
 	gets     atomic.Int64
 }
 
-func newS3Fake(t testing.TB) *s3Fake {
+func newS3Fake(t testing.TB) *s3Fake { return newS3FakeWrapped(t, nil) }
+
+// newS3FakeWrapped is newS3Fake with the S3 handler wrapped by wrap (nil:
+// not wrapped), to interfere with requests.
+func newS3FakeWrapped(t testing.TB, wrap func(http.Handler) http.Handler) *s3Fake {
 	t.Helper()
 	f := &s3Fake{backend: s3mem.New()}
 	if err := f.backend.CreateBucket(testBucket); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gofakes3.New(f.backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+	var h http.Handler = gofakes3.New(f.backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
 	return f
@@ -284,7 +292,7 @@ func TestS3ReadsOnlyNeededChunks(t *testing.T) {
 		binaryRand(rng, b)
 		rows[i].Data = `{"blob":"` + hex.EncodeToString(b) + `"}`
 	}
-	res, err := l.WriteRaw(topic, 0, 0, 7999, rows)
+	res, err := l.WriteRaw(t.Context(), topic, 0, 0, 7999, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +354,7 @@ func TestS3Prefix(t *testing.T) {
 	if _, err := fake.backend.PutObject(testBucket, "lakes/testother/raw/topic=x/event_date=2026-11-07/event_hour=00/x-0-0-0.parquet", nil, strings.NewReader("x"), 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.WriteRaw(topic, 0, 0, 9, genRows(10, 1, 1, 0, 0, 33)); err != nil {
+	if _, err := l.WriteRaw(t.Context(), topic, 0, 0, 9, genRows(10, 1, 1, 0, 0, 33)); err != nil {
 		t.Fatal(err)
 	}
 	list, err := fake.backend.ListBucket(testBucket, &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
@@ -364,7 +372,7 @@ func TestS3Prefix(t *testing.T) {
 	if files := listFiles(t, l); len(files) != 1 || files[0] != strings.TrimPrefix(want, testPrefix+"/") {
 		t.Errorf("lake files = %v", files)
 	}
-	inv, err := l.List()
+	inv, err := l.List(t.Context())
 	if err != nil || len(inv.Tables) != 1 || inv.Tables[0].Files != 1 || inv.Tables[0].Rows != 10 {
 		t.Errorf("inventory %+v, %v", inv, err)
 	}

@@ -26,22 +26,22 @@ var summarySorting = []parquet.SortingColumn{
 // name identifies the writer's run (e.g. "recompute-2026-11-07T08-v3") and
 // must pass ValidateName; writing the same name again replaces the files,
 // so a retried activity is idempotent. Every pane must belong to stream.
-func (l *Lake) WritePanes(stream, name string, panes []event.Pane) ([]FileInfo, error) {
-	return l.writePaneTable(SummariesDir, stream, name, panes)
+func (l *Lake) WritePanes(ctx context.Context, stream, name string, panes []event.Pane) ([]FileInfo, error) {
+	return l.writePaneTable(ctx, SummariesDir, stream, name, panes)
 }
 
 // ReadPanes returns every pane of stream in the summaries table whose
 // window_start lies in [from, to), in file order per date. It reads whole
 // files: the table is small (one row per key and window and version).
-func (l *Lake) ReadPanes(stream string, from, to time.Time) ([]event.Pane, error) {
-	return l.readPaneTable(SummariesDir, stream, from, to)
+func (l *Lake) ReadPanes(ctx context.Context, stream string, from, to time.Time) ([]event.Pane, error) {
+	return l.readPaneTable(ctx, SummariesDir, stream, from, to)
 }
 
 // writePaneTable writes panes of stream into table (summaries/ or truth/)
 // as <table>/stream=<stream>/window_date=YYYY-MM-DD/<name>.parquet, one file
 // per UTC date of window_start, rows sorted by key, window_start, version.
 // Writing the same name again replaces the files.
-func (l *Lake) writePaneTable(table, stream, name string, panes []event.Pane) ([]FileInfo, error) {
+func (l *Lake) writePaneTable(ctx context.Context, table, stream, name string, panes []event.Pane) ([]FileInfo, error) {
 	if err := ValidateName(stream); err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (l *Lake) writePaneTable(table, stream, name string, panes []event.Pane) ([
 		}
 		dir := paneDateKey(table, stream, time.UnixMicro(day*microsPerDay))
 		part := rows[lo:hi]
-		size, err := l.store.put(context.Background(), joinKey(dir, file), func(out io.Writer) error {
+		size, err := l.store.put(ctx, joinKey(dir, file), func(out io.Writer) error {
 			w := parquet.NewGenericWriter[SummaryRow](out, l.writerOptions(summarySorting...)...)
 			if _, err := w.Write(part); err != nil {
 				return err
@@ -95,11 +95,10 @@ func (l *Lake) writePaneTable(table, stream, name string, panes []event.Pane) ([
 
 // readPaneTable returns every row of stream in table whose window_start
 // lies in [from, to), file by file.
-func (l *Lake) readPaneTable(table, stream string, from, to time.Time) ([]event.Pane, error) {
+func (l *Lake) readPaneTable(ctx context.Context, table, stream string, from, to time.Time) ([]event.Pane, error) {
 	if err := ValidateName(stream); err != nil {
 		return nil, err
 	}
-	ctx := context.Background()
 	base := table + "/stream=" + stream
 	days, err := l.store.list(ctx, base)
 	if err != nil {

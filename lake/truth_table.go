@@ -33,14 +33,14 @@ func TruthDateDir(root, stream string, t time.Time) string {
 // <name>.parquet per UTC window date, rows sorted by key, window_start,
 // version. Writing the same name again replaces the files, so a retried
 // recompute is idempotent. Every pane must belong to stream.
-func (l *Lake) WriteTruth(stream, name string, panes []event.Pane) ([]FileInfo, error) {
-	return l.writePaneTable(TruthDir, stream, name, panes)
+func (l *Lake) WriteTruth(ctx context.Context, stream, name string, panes []event.Pane) ([]FileInfo, error) {
+	return l.writePaneTable(ctx, TruthDir, stream, name, panes)
 }
 
 // ReadTruth returns every truth row of stream whose window_start lies in
 // [from, to), file by file.
-func (l *Lake) ReadTruth(stream string, from, to time.Time) ([]event.Pane, error) {
-	return l.readPaneTable(TruthDir, stream, from, to)
+func (l *Lake) ReadTruth(ctx context.Context, stream string, from, to time.Time) ([]event.Pane, error) {
+	return l.readPaneTable(ctx, TruthDir, stream, from, to)
 }
 
 func reportKey(kind, name string) string { return ReportsDir + "/" + kind + "/" + name + ".json" }
@@ -54,12 +54,12 @@ func ReportPath(root, kind, name string) string {
 // WriteReport writes data (JSON) atomically as reports/<kind>/<name>.json,
 // replacing an earlier report of the same name, and returns its path
 // relative to the lake root.
-func (l *Lake) WriteReport(kind, name string, data []byte) (string, error) {
+func (l *Lake) WriteReport(ctx context.Context, kind, name string, data []byte) (string, error) {
 	if err := errors.Join(ValidateName(kind), ValidateName(name)); err != nil {
 		return "", err
 	}
 	key := reportKey(kind, name)
-	if _, err := l.store.put(context.Background(), key, func(w io.Writer) error {
+	if _, err := l.store.put(ctx, key, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	}); err != nil {
@@ -69,9 +69,9 @@ func (l *Lake) WriteReport(kind, name string, data []byte) (string, error) {
 }
 
 // ReadReport reads reports/<kind>/<name>.json.
-func (l *Lake) ReadReport(kind, name string) ([]byte, error) {
+func (l *Lake) ReadReport(ctx context.Context, kind, name string) ([]byte, error) {
 	if err := errors.Join(ValidateName(kind), ValidateName(name)); err != nil {
 		return nil, err
 	}
-	return l.store.readFile(context.Background(), reportKey(kind, name))
+	return l.store.readFile(ctx, reportKey(kind, name))
 }

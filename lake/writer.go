@@ -60,11 +60,11 @@ type WriteResult struct {
 // partition whose range lies inside [firstOffset, lastOffset] (a retried
 // batch that read less) are removed after the new files are durable, so
 // each offset stays archived once.
-func (l *Lake) WriteRaw(topic string, partition int32, firstOffset, lastOffset int64, rows []RawRow) (WriteResult, error) {
-	return l.writeBatch(topic, partition, firstOffset, lastOffset, rows, nil)
+func (l *Lake) WriteRaw(ctx context.Context, topic string, partition int32, firstOffset, lastOffset int64, rows []RawRow) (WriteResult, error) {
+	return l.writeBatch(ctx, topic, partition, firstOffset, lastOffset, rows, nil)
 }
 
-func (l *Lake) writeBatch(topic string, partition int32, first, last int64, rows []RawRow, rejected []RejectedRow) (WriteResult, error) {
+func (l *Lake) writeBatch(ctx context.Context, topic string, partition int32, first, last int64, rows []RawRow, rejected []RejectedRow) (WriteResult, error) {
 	res := WriteResult{Topic: topic, Partition: partition, FirstOffset: first, LastOffset: last, NextOffset: last + 1}
 	if err := ValidateTopic(topic); err != nil {
 		return res, err
@@ -88,7 +88,6 @@ func (l *Lake) writeBatch(topic string, partition int32, first, last int64, rows
 	}
 	name := FileName(topic, partition, first, last)
 	var dirs []string // every directory written, for superseding
-	ctx := context.Background()
 
 	// Raw: one file per event hour, rows in file order.
 	buckets := bucketRaw(rows)
