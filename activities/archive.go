@@ -75,7 +75,7 @@ func (a *Archive) now() time.Time {
 // termination, or on a new cluster with an old lake) never re-archives what
 // the lake already holds.
 func (a *Archive) LoadCursor(ctx context.Context, topic string, partition int32) (int64, error) {
-	p, err := a.Lake.ReadProgress(topic, partition)
+	p, err := a.Lake.ReadProgress(ctx, topic, partition)
 	if err != nil {
 		if errors.Is(err, lake.ErrNoProgress) {
 			return 0, nil
@@ -125,7 +125,7 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 	}
 	if in.From == end {
 		res.CaughtUp = true
-		return a.finish(res, in)
+		return a.finish(ctx, res, in)
 	}
 
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(a.Cfg.Kafka, "archive"),
@@ -176,9 +176,9 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 	}
 	res.Records = int64(len(recs))
 	if last < first {
-		return a.finish(res, in)
+		return a.finish(ctx, res, in)
 	}
-	wr, err := w.WriteRange(in.Partition, first, last, recs)
+	wr, err := w.WriteRange(ctx, in.Partition, first, last, recs)
 	if err != nil {
 		return res, err
 	}
@@ -188,14 +188,14 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 		res.Files = append(res.Files, f.Path)
 	}
 	res.CaughtUp = res.Next >= end
-	return a.finish(res, in)
+	return a.finish(ctx, res, in)
 }
 
 // finish records progress: when caught up, everything ingested before the
 // observation time is archived; otherwise the progress stays at what the
 // previous caught-up observation proved.
-func (a *Archive) finish(res ArchiveRangeResult, in ArchiveRangeInput) (ArchiveRangeResult, error) {
-	prev, err := a.Lake.ReadProgress(in.Topic, in.Partition)
+func (a *Archive) finish(ctx context.Context, res ArchiveRangeResult, in ArchiveRangeInput) (ArchiveRangeResult, error) {
+	prev, err := a.Lake.ReadProgress(ctx, in.Topic, in.Partition)
 	if err != nil && !errors.Is(err, lake.ErrNoProgress) {
 		return res, err
 	}
@@ -207,7 +207,7 @@ func (a *Archive) finish(res ArchiveRangeResult, in ArchiveRangeInput) (ArchiveR
 	if res.Next == prev.NextOffset && through.Equal(prev.ArchivedThrough) {
 		return res, nil
 	}
-	_, err = a.Lake.WriteProgress(lake.Progress{
+	_, err = a.Lake.WriteProgress(ctx, lake.Progress{
 		Topic: in.Topic, Partition: in.Partition, NextOffset: res.Next,
 		ArchivedThrough: through, UpdatedAt: a.now(),
 	})

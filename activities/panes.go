@@ -56,7 +56,7 @@ func badInput(format string, a ...any) error {
 // PaneCursor returns where archiving the summaries partition resumes: the
 // lake's progress for it, or 0.
 func (a *Truth) PaneCursor(ctx context.Context, topic string, partition int32) (int64, error) {
-	p, err := a.Lake.ReadProgress(topic, partition)
+	p, err := a.Lake.ReadProgress(ctx, topic, partition)
 	if errors.Is(err, lake.ErrNoProgress) {
 		return 0, nil
 	}
@@ -140,7 +140,7 @@ func (a *Truth) ArchivePanes(ctx context.Context, in ArchivePanesInput) (Archive
 		name := lake.FileName(in.Topic, in.Partition, in.From, in.To-1)
 		name = name[:len(name)-len(".parquet")]
 		for _, s := range order {
-			files, err := a.Lake.WritePanes(s, name, byStream[s])
+			files, err := a.Lake.WritePanes(ctx, s, name, byStream[s])
 			if err != nil {
 				return res, err
 			}
@@ -150,7 +150,7 @@ func (a *Truth) ArchivePanes(ctx context.Context, in ArchivePanesInput) (Archive
 		}
 	}
 	res.Next = in.To
-	prev, err := a.Lake.ReadProgress(in.Topic, in.Partition)
+	prev, err := a.Lake.ReadProgress(ctx, in.Topic, in.Partition)
 	if err != nil && !errors.Is(err, lake.ErrNoProgress) {
 		return res, err
 	}
@@ -161,7 +161,7 @@ func (a *Truth) ArchivePanes(ctx context.Context, in ArchivePanesInput) (Archive
 	if in.To == prev.NextOffset && res.ArchivedThrough.Equal(prev.ArchivedThrough) {
 		return res, nil
 	}
-	_, err = a.Lake.WriteProgress(lake.Progress{Topic: in.Topic, Partition: in.Partition, NextOffset: in.To, ArchivedThrough: res.ArchivedThrough, UpdatedAt: a.now()})
+	_, err = a.Lake.WriteProgress(ctx, lake.Progress{Topic: in.Topic, Partition: in.Partition, NextOffset: in.To, ArchivedThrough: res.ArchivedThrough, UpdatedAt: a.now()})
 	return res, err
 }
 
@@ -265,7 +265,7 @@ func (a *Truth) latestPanes(ctx context.Context, stream string, from, to time.Ti
 		}
 		pb.add(p)
 	}
-	lakePanes, err := a.Lake.ReadPanes(stream, from, to)
+	lakePanes, err := a.Lake.ReadPanes(ctx, stream, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +284,7 @@ func (a *Truth) latestPanes(ctx context.Context, stream string, from, to time.Ti
 	}
 	for p, end := range ends {
 		from := int64(0)
-		if pr, err := a.Lake.ReadProgress(topic, p); err == nil {
+		if pr, err := a.Lake.ReadProgress(ctx, topic, p); err == nil {
 			from = min(pr.NextOffset, end)
 		} else if !errors.Is(err, lake.ErrNoProgress) {
 			return nil, err

@@ -72,11 +72,11 @@ func TestArchivePanesIsIdempotent(t *testing.T) {
 			t.Errorf("unexpected file %s", p)
 		}
 	}
-	panes, err := f.lk.ReadPanes("payments", t0, t0.Add(24*time.Hour))
+	panes, err := f.lk.ReadPanes(t.Context(), "payments", t0, t0.Add(24*time.Hour))
 	if err != nil || len(panes) != 3 {
 		t.Fatalf("payments history %d rows, %v", len(panes), err)
 	}
-	pr, err := f.lk.ReadProgress(summaries, 0)
+	pr, err := f.lk.ReadProgress(t.Context(), summaries, 0)
 	if err != nil || pr.NextOffset != end.End || !pr.ArchivedThrough.Equal(end.ObservedAt) {
 		t.Fatalf("progress %+v %v", pr, err)
 	}
@@ -85,7 +85,7 @@ func TestArchivePanesIsIdempotent(t *testing.T) {
 	if err != nil || len(res2.Files) != 2 {
 		t.Fatalf("retry %+v %v", res2, err)
 	}
-	panes, _ = f.lk.ReadPanes("payments", t0, t0.Add(24*time.Hour))
+	panes, _ = f.lk.ReadPanes(t.Context(), "payments", t0, t0.Add(24*time.Hour))
 	if len(panes) != 3 {
 		t.Fatalf("after retry %d rows", len(panes))
 	}

@@ -85,7 +85,7 @@ func (a *Truth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResul
 	if len(in.After) > 0 {
 		var missing []string
 		for _, po := range in.After {
-			p, err := a.Lake.ReadProgress(st.Topic, po.Partition)
+			p, err := a.Lake.ReadProgress(ctx, st.Topic, po.Partition)
 			if err != nil && !errors.Is(err, lake.ErrNoProgress) {
 				return HorizonResult{}, err
 			}
@@ -108,7 +108,7 @@ func (a *Truth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResul
 	if err := ends.Error(); err != nil {
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("truth: topic %s: %v", st.Topic, err), ErrTypeTruthTopic, err)
 	}
-	res.ArchivedThrough, err = a.Lake.ArchivedThrough(st.Topic, len(ends[st.Topic]))
+	res.ArchivedThrough, err = a.Lake.ArchivedThrough(ctx, st.Topic, len(ends[st.Topic]))
 	if err != nil {
 		return res, err
 	}
@@ -265,7 +265,7 @@ func (a *Truth) watermarksPast(ctx context.Context, st config.Stream, end time.T
 			waiting = append(waiting, fmt.Sprintf("%d (stream at offset %d of %d, watermark %s)", p, pp.consumed, lr.offset+1, fmtTime(wm)))
 			continue
 		}
-		prog, err := a.Lake.ReadProgress(st.Topic, p)
+		prog, err := a.Lake.ReadProgress(ctx, st.Topic, p)
 		if err != nil && !errors.Is(err, lake.ErrNoProgress) {
 			return "", err
 		}
@@ -747,7 +747,7 @@ func (a *Truth) RecomputeWindows(ctx context.Context, in RecomputeInput) (Recomp
 		return res, nil
 	}
 	if len(corrections) == 0 {
-		if err := a.writeTruth(&res, in, truthRows); err != nil {
+		if err := a.writeTruth(ctx, &res, in, truthRows); err != nil {
 			return res, err
 		}
 		return res, nil
@@ -835,7 +835,7 @@ func (a *Truth) publishFenced(ctx context.Context, res *RecomputeResult, in Reco
 		panes = append(panes, c.pane)
 	}
 	// The lake first: a correction on the topic always has its truth row.
-	if err := a.writeTruth(res, in, rows); err != nil {
+	if err := a.writeTruth(ctx, res, in, rows); err != nil {
 		return nil, err
 	}
 	if len(panes) == 0 {
@@ -844,11 +844,11 @@ func (a *Truth) publishFenced(ctx context.Context, res *RecomputeResult, in Reco
 	return keep, a.publish(ctx, cl, panes, in.Trigger)
 }
 
-func (a *Truth) writeTruth(res *RecomputeResult, in RecomputeInput, rows []event.Pane) error {
+func (a *Truth) writeTruth(ctx context.Context, res *RecomputeResult, in RecomputeInput, rows []event.Pane) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	files, err := a.Lake.WriteTruth(in.Stream, TruthFileName(in), rows)
+	files, err := a.Lake.WriteTruth(ctx, in.Stream, TruthFileName(in), rows)
 	if err != nil {
 		return err
 	}
@@ -1076,7 +1076,7 @@ func (a *Truth) WriteReport(ctx context.Context, r Report) (string, error) {
 	if err != nil {
 		return "", badInput("report: %v", err)
 	}
-	return a.Lake.WriteReport(r.Kind, r.Name, append(b, '\n'))
+	return a.Lake.WriteReport(ctx, r.Kind, r.Name, append(b, '\n'))
 }
 
 // WorkflowStatuses returns, for each workflow id, the status of its latest

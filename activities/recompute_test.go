@@ -101,11 +101,11 @@ func (f *truthFixture) archive(t *testing.T, through time.Time) {
 	w := f.rawWriter(t)
 	for p := int32(0); p < 2; p++ {
 		if recs := f.raw[p]; len(recs) > 0 {
-			if _, err := w.WriteRange(p, 0, int64(len(recs)-1), recs); err != nil {
+			if _, err := w.WriteRange(t.Context(), p, 0, int64(len(recs)-1), recs); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: p, NextOffset: int64(len(f.raw[p])), ArchivedThrough: through}); err != nil {
+		if _, err := f.lk.WriteProgress(t.Context(), lake.Progress{Topic: rawTopic, Partition: p, NextOffset: int64(len(f.raw[p])), ArchivedThrough: through}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,7 +320,7 @@ func TestRecomputePublishesVersionedCorrections(t *testing.T) {
 	if !strings.Contains(hi["u2|08:00"].Reason, "late events beyond lateness: 1") || !strings.Contains(hi["u4|08:10"].Reason, "duplicates counted: 1") {
 		t.Errorf("reasons: %q, %q", hi["u2|08:00"].Reason, hi["u4|08:10"].Reason)
 	}
-	truth, err := f.lk.ReadTruth("payments", t0, t0.Add(time.Hour))
+	truth, err := f.lk.ReadTruth(t.Context(), "payments", t0, t0.Add(time.Hour))
 	if err != nil || len(truth) != 5 {
 		t.Fatalf("truth rows %d, %v", len(truth), err)
 	}
@@ -353,7 +353,7 @@ func TestRecomputePublishesVersionedCorrections(t *testing.T) {
 			t.Fatalf("pane archive %d: %+v", p, ar)
 		}
 	}
-	hist, err := f.lk.ReadPanes("payments", t0, t0.Add(time.Hour))
+	hist, err := f.lk.ReadPanes(t.Context(), "payments", t0, t0.Add(time.Hour))
 	if err != nil || len(hist) != 9 { // 5 stream panes + 4 corrections; the aborted one is not history
 		t.Fatalf("pane history %d rows, %v", len(hist), err)
 	}
@@ -475,7 +475,7 @@ func TestCheckHorizon(t *testing.T) {
 	}
 	in := activities.HorizonInput{Stream: "payments", To: end}
 	for p := int32(0); p < 2; p++ {
-		if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: p, NextOffset: 0, ArchivedThrough: h.Add(-time.Minute)}); err != nil {
+		if _, err := f.lk.WriteProgress(t.Context(), lake.Progress{Topic: rawTopic, Partition: p, NextOffset: 0, ArchivedThrough: h.Add(-time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -534,10 +534,10 @@ func TestCheckHorizon(t *testing.T) {
 	archiveLast := func() {
 		t.Helper()
 		off := int64(len(f.raw[1]) - 1)
-		if _, err := w.WriteRange(1, off, off, f.raw[1][off:]); err != nil {
+		if _, err := w.WriteRange(t.Context(), 1, off, off, f.raw[1][off:]); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: off + 1, ArchivedThrough: h.Add(time.Minute)}); err != nil {
+		if _, err := f.lk.WriteProgress(t.Context(), lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: off + 1, ArchivedThrough: h.Add(time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -593,7 +593,7 @@ func TestCheckHorizon(t *testing.T) {
 	if r := check(tin); r.Ready || !strings.Contains(r.Waiting, "/1 archived to 3, need 4") {
 		t.Fatalf("targeted: %+v", r)
 	}
-	if _, err := f.lk.WriteProgress(lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 4, ArchivedThrough: t0.Add(3 * time.Hour)}); err != nil {
+	if _, err := f.lk.WriteProgress(t.Context(), lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 4, ArchivedThrough: t0.Add(3 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := check(tin); !r.Ready {

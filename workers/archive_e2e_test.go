@@ -123,7 +123,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 	}
 	var rejected int64
 	for p := range wantNext {
-		pr, err := lk.ReadProgress("m8-suhu-kejadian", p)
+		pr, err := lk.ReadProgress(ctx, "m8-suhu-kejadian", p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,7 +82,7 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 	// Progress files, not workflow queries: they need no running worker.
 	cursor := func() (sum int64) {
 		for p := range ends {
-			if pr, err := lk.ReadProgress("m8-suhu-kejadian", p); err == nil {
+			if pr, err := lk.ReadProgress(ctx, "m8-suhu-kejadian", p); err == nil {
 				sum += pr.NextOffset
 			}
 		}

@@ -169,7 +169,7 @@ func TestBatchScaleOut(t *testing.T) {
 	}
 	var total int64
 	for p, end := range wantNext {
-		pr, err := lk.ReadProgress(topic, p)
+		pr, err := lk.ReadProgress(ctx, topic, p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -119,7 +119,7 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 	if err != nil {
 		return err
 	}
-	inv, err := l.List()
+	inv, err := l.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func runLakeWrite(ctx context.Context, cx *cmdContext) error {
 	if total.Records == 0 {
 		return fmt.Errorf("lake write: %s has no lines", *input)
 	}
-	if _, err := l.WriteProgress(lake.Progress{Topic: *topic, Partition: 0, NextOffset: total.LastOffset + 1, ArchivedThrough: total.MaxIngestedAt, UpdatedAt: time.Now()}); err != nil {
+	if _, err := l.WriteProgress(ctx, lake.Progress{Topic: *topic, Partition: 0, NextOffset: total.LastOffset + 1, ArchivedThrough: total.MaxIngestedAt, UpdatedAt: time.Now()}); err != nil {
 		return err
 	}
 	fmt.Fprintf(cx.stdout, "%s: %d lines -> %d raw rows, %d rejected, %d files, %s in %.2fs\n",
@@ -276,7 +276,7 @@ func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in i
 			recs[i].Value = arena[start:ends[i]:ends[i]]
 			start = ends[i]
 		}
-		res, err := w.WriteRange(0, recs[0].Offset, recs[len(recs)-1].Offset, recs)
+		res, err := w.WriteRange(ctx, 0, recs[0].Offset, recs[len(recs)-1].Offset, recs)
 		if err != nil {
 			return err
 		}

@@ -120,7 +120,7 @@ func TestTruthEndToEnd(t *testing.T) {
 	for _, d := range dates {
 		out, _ := reckon("reconcile", "--date", d, "--wait", "--set", "batch.horizon_wait=3m")
 		t.Logf("reckon reconcile --date %s --wait\n%s", d, out)
-		b, err := lk.ReadReport("reconcile", d)
+		b, err := lk.ReadReport(ctx, "reconcile", d)
 		var rep activities.Report
 		if err == nil {
 			err = json.Unmarshal(b, &rep)
