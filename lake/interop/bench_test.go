@@ -55,7 +55,7 @@ var benchLake = sync.OnceValues(func() (*lake.Lake, error) {
 			per++
 		}
 		rows := hourRows(rng, h, per, 50, off)
-		res, err := l.WriteRaw(topic, 0, off, off+int64(per)-1, rows)
+		res, err := l.WriteRaw(context.Background(), topic, 0, off, off+int64(per)-1, rows)
 		if err != nil {
 			return nil, err
 		}

@@ -77,11 +77,11 @@ func buildLake(t *testing.T) (*lake.Lake, int) {
 			recs = append(recs, lake.RawRecord{Offset: int64(i), Timestamp: arrival, Value: v})
 		}
 		for _, b := range [][]lake.RawRecord{recs[:perPartition/2], recs[perPartition/2:]} {
-			if _, err := w.WriteBatch(p, b); err != nil {
+			if _, err := w.WriteBatch(t.Context(), p, b); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := l.WriteProgress(lake.Progress{Topic: topic, Partition: p, NextOffset: perPartition, ArchivedThrough: recs[len(recs)-1].Timestamp}); err != nil {
+		if _, err := l.WriteProgress(t.Context(), lake.Progress{Topic: topic, Partition: p, NextOffset: perPartition, ArchivedThrough: recs[len(recs)-1].Timestamp}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,7 +93,7 @@ func buildLake(t *testing.T) (*lake.Lake, int) {
 		t.Fatal(err)
 	}
 	panes := []event.Pane{{Stream: "suhu", Key: "sensor-01", WindowStart: start, WindowEnd: start.Add(time.Hour), Count: 2, Sum: 49, Min: 24, Max: 25, Version: 1, Timing: event.TimingOnTime, ComputedBy: event.ComputedByStream, Watermark: start.Add(time.Hour), EmittedAt: start.Add(time.Hour)}}
-	if _, err := l.WritePanes("suhu", "stream-panes", panes); err != nil {
+	if _, err := l.WritePanes(t.Context(), "suhu", "stream-panes", panes); err != nil {
 		t.Fatal(err)
 	}
 	return l, 3 * perPartition

@@ -2,6 +2,7 @@ package interop
 
 import (
 	"cmp"
+	"context"
 	"database/sql"
 	"fmt"
 	"io"
@@ -131,7 +132,7 @@ func buildDayLake() (*dayLake, error) {
 			}
 			a.Add(amount)
 		}
-		if _, err := l.WriteRaw(dayTopic, 0, off, off+int64(per)-1, rows); err != nil {
+		if _, err := l.WriteRaw(context.Background(), dayTopic, 0, off, off+int64(per)-1, rows); err != nil {
 			return nil, err
 		}
 		off += int64(per)
@@ -152,7 +153,7 @@ func buildDayLake() (*dayLake, error) {
 		}
 		panes = append(panes, p)
 	}
-	if _, err := l.WritePanes(dayStream, "stream-panes", panes); err != nil {
+	if _, err := l.WritePanes(context.Background(), dayStream, "stream-panes", panes); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "recompute-day lake: %d rows (1%% redeliveries), %d windows, in %s, written in %.1fs\n", d.rows, len(d.truth), dir, time.Since(began).Seconds())
@@ -226,7 +227,7 @@ func BenchmarkRecomputeDay(b *testing.B) {
 	if want := int64((len(d.truth) + 96) / 97); res.Report.Corrected != want || res.Report.Windows != int64(len(d.truth)) {
 		b.Fatalf("check run: %d windows, %d corrected; want %d, %d", res.Report.Windows, res.Report.Corrected, len(d.truth), want)
 	}
-	got, err := a.Lake.ReadTruth(dayStream, in.From, in.To)
+	got, err := a.Lake.ReadTruth(b.Context(), dayStream, in.From, in.To)
 	if err != nil {
 		b.Fatal(err)
 	}
