@@ -465,14 +465,6 @@ func (c *Config) Validate() error {
 		if s.Rolling < 0 {
 			bad("%s.rolling: must not be negative", at)
 		}
-		// One accepted event dated max_future_skew ahead moves the watermark
-		// to arrival + skew − out_of_orderness; on-time events after it stay
-		// accepted only if allowed_lateness covers that jump (found by
-		// `make chaos`: a 5m skew with 1m lateness sent two thirds of the
-		// traffic to the late output).
-		if skew := c.Gate.MaxFutureSkew; skew > s.AllowedLateness+s.OutOfOrderness {
-			bad("%s: gate.max_future_skew %v exceeds allowed_lateness + out_of_orderness (%v): one future-dated event would make on-time events late; lower the skew or raise the lateness", at, skew, s.AllowedLateness+s.OutOfOrderness)
-		}
 		for _, t := range s.EventTypes {
 			if _, ok := c.Gate.Types[t]; !ok && !c.Gate.AllowUnknownTypes {
 				bad("%s.event_types: %q has no rules under gate.types", at, t)

@@ -120,6 +120,9 @@ type Record struct {
 	// Kafka record timestamp, or arrived_at in simulate). It drives dedup
 	// expiry, idleness and emitted_at; the operator's processing clock is
 	// the maximum of all arrivals and Tick instants, so it never goes back.
+	// It also bounds the watermark: a record advances it by
+	// min(EventTime, Arrival) − OutOfOrderness, so a future-dated event is
+	// accepted and counted but cannot close windows before their time.
 	Arrival time.Time
 	// Ref is opaque to the operator and echoed on the record's Feature and
 	// LateRecord outputs, e.g. the Kafka offset, so the shell can find the
@@ -210,6 +213,10 @@ type Operator struct {
 
 	// Event-time clock. hasWM is false until the first record; after it,
 	// wm = max(wm, maxET − ooo) after every record and the idle rule in Tick.
+	// maxET is the maximum over records of min(event time, arrival): an
+	// event dated ahead of its record timestamp moves the watermark only
+	// as far as the record timestamp (docs/adr/0015-stream-progress.md), so
+	// the watermark never runs ahead of the clock that stamped the records.
 	hasWM bool
 	wm    int64
 	maxET int64
@@ -327,8 +334,8 @@ func (o *Operator) Process(r Record, out *Out) (Verdict, error) {
 		return Duplicate, nil
 	}
 	v := o.apply(&r, et, start, end, ref, out)
-	if !o.hasWM || et > o.maxET {
-		o.maxET = et
+	if p := min(et, r.Arrival.UnixNano()); !o.hasWM || p > o.maxET {
+		o.maxET = p
 	}
 	o.lastRecord = o.proc
 	o.advance(subSat(o.maxET, o.ooo), out)
