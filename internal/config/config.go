@@ -95,6 +95,11 @@ type Topics struct {
 	// written in the same transaction as outputs and offsets (compacted).
 	// Default "reckon-stream-state".
 	StreamState string `yaml:"stream_state"`
+	// StreamProgress receives the stream's per-partition progress (offset,
+	// watermark, purged-through point), written in the same transaction as
+	// outputs and offsets; the batch reads it to know when windows are
+	// final (compacted; docs/adr/0015). Default "reckon-stream-progress".
+	StreamProgress string `yaml:"stream_progress"`
 }
 
 // Stream is one windowed stream: a raw topic, how to get key and value from
@@ -356,6 +361,7 @@ func (c *Config) fillDefaults() {
 	def(&c.Topics.ZReportComplete, "zreport-complete")
 	def(&c.Topics.ZReportIncomplete, "zreport-incomplete")
 	def(&c.Topics.StreamState, "reckon-stream-state")
+	def(&c.Topics.StreamProgress, "reckon-stream-progress")
 	for i := range c.Streams {
 		s := &c.Streams[i]
 		defDur(&s.Window, time.Hour)

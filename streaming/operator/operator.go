@@ -480,6 +480,34 @@ func (o *Operator) Watermark() (time.Time, bool) {
 	return ts(o.wm), true
 }
 
+// Progress is the operator's position in event and processing time, as
+// the stream publishes it (event.StreamProgress). Zero times are unknown.
+type Progress struct {
+	Watermark      time.Time // zero before the first record
+	MaxEventTime   time.Time // max over records of min(event time, arrival)
+	ProcessingTime time.Time
+	// PurgedThrough is Watermark − AllowedLateness: every window ending at
+	// or before it has been purged (zero without a watermark, or with
+	// unbounded lateness).
+	PurgedThrough time.Time
+}
+
+// Progress returns the operator's progress.
+func (o *Operator) Progress() Progress {
+	var p Progress
+	if o.hasProc {
+		p.ProcessingTime = ts(o.proc)
+	}
+	if !o.hasWM {
+		return p
+	}
+	p.Watermark, p.MaxEventTime = ts(o.wm), ts(o.maxET)
+	if o.lateness != int64(Forever) {
+		p.PurgedThrough = ts(subSat(o.wm, o.lateness))
+	}
+	return p
+}
+
 // WatermarkLag is the processing clock minus the watermark: how far event
 // time trails processing time. Zero before the first record.
 func (o *Operator) WatermarkLag() time.Duration {

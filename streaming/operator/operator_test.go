@@ -400,3 +400,38 @@ func TestSortKeys(t *testing.T) {
 		}
 	}
 }
+
+// PurgedThrough is watermark − lateness and never behind the purge: after
+// every record and tick, no window ending at or before it is held.
+func TestProgressPurgedThrough(t *testing.T) {
+	o := mustNew(t, Options{Window: 10 * time.Second, OutOfOrderness: 2 * time.Second, AllowedLateness: 15 * time.Second, IdleTimeout: 30 * time.Second})
+	if p := o.Progress(); !p.Watermark.IsZero() || !p.PurgedThrough.IsZero() {
+		t.Fatalf("progress before any record: %+v", p)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	var out Out
+	arrival := 0
+	for i := 1; i <= 2000; i++ {
+		arrival += rng.IntN(3)
+		et := arrival - 20 + rng.IntN(40) // late, on time and future-dated
+		process(t, o, rec(i, "k"+strconv.Itoa(rng.IntN(3)), sec(et), sec(arrival), 1), &out)
+		if i%100 == 0 {
+			o.Tick(sec(arrival+rng.IntN(60)), &out)
+		}
+		p := o.Progress()
+		if !p.PurgedThrough.Equal(p.Watermark.Add(-15*time.Second)) || p.MaxEventTime.After(sec(arrival)) {
+			t.Fatalf("record %d: progress %+v at arrival %v", i, p, sec(arrival))
+		}
+		for _, w := range o.Windows() {
+			if !w.End.After(p.PurgedThrough) {
+				t.Fatalf("record %d: window [%v, %v) held at purged-through %v", i, w.Start, w.End, p.PurgedThrough)
+			}
+		}
+	}
+	if o := mustNew(t, Options{Window: time.Second, AllowedLateness: Forever}); true {
+		process(t, o, rec(1, "k", sec(5), sec(5), 1), &out)
+		if p := o.Progress(); p.Watermark.IsZero() || !p.PurgedThrough.IsZero() {
+			t.Errorf("unbounded lateness: %+v, want a watermark and no purged-through point", p)
+		}
+	}
+}
