@@ -17,6 +17,7 @@ import (
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
 	"reckon/lake"
+	"reckon/streaming/progress"
 )
 
 // Truth holds the dependencies of the batch-truth activities: the pane
@@ -32,6 +33,9 @@ type Truth struct {
 	// workflow's names live in package workflows, which activities must
 	// not import.
 	SignalLate func(ctx context.Context, stream string, items []LateItem) error
+	// Progress follows the stream's progress topic: the horizon's only
+	// evidence (CheckHorizon). Built once by the worker wiring.
+	Progress *progress.View
 }
 
 func (a *Truth) now() time.Time {
@@ -45,6 +49,9 @@ func (a *Truth) now() time.Time {
 const (
 	ErrTypeTruthInput = "TruthInvalidInput" // unknown stream, bad range
 	ErrTypeTruthTopic = "TruthTopic"        // a topic or partition that does not exist
+	// ErrTypeTruthSettings: the stream publishes progress under other
+	// window settings than the batch's configuration.
+	ErrTypeTruthSettings = "TruthSettingsMismatch"
 )
 
 func badInput(format string, a ...any) error {

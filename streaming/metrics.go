@@ -15,7 +15,7 @@ type workerMetrics struct {
 	records, accepted, duplicates, late, featureLate         *metrics.Vec
 	deadLetters, unroutedRecs, panes, committedRecs, commits *metrics.Vec
 	watermark, watermarkLag, consumerLag, dedup, win         *metrics.Vec
-	checkpoints, produceFailures                             *metrics.Vec
+	checkpoints, produceFailures, progress, purgedThrough    *metrics.Vec
 }
 
 func newWorkerMetrics(r *metrics.Registry) *workerMetrics {
@@ -39,6 +39,8 @@ func newWorkerMetrics(r *metrics.Registry) *workerMetrics {
 		dedup:           r.Gauge("reckon_stream_dedup_entries", "Event ids remembered for dedup.", "stream", "topic", "partition"),
 		win:             r.Gauge("reckon_stream_windows", "Window states held.", "stream", "topic", "partition"),
 		produceFailures: r.Counter("reckon_stream_produce_failures_total", "Output records the broker refused (their transaction is aborted and retried; alert on any)."),
+		progress:        r.Gauge("reckon_stream_progress_published_seconds", "When the partition's progress record was last committed (Unix seconds; time() minus it is the seconds since the last progress).", "stream", "topic", "partition"),
+		purgedThrough:   r.Gauge("reckon_stream_purged_through_seconds", "Watermark minus allowed lateness: windows ending at or before it are final for the stream (Unix seconds).", "stream", "topic", "partition"),
 		checkpoints:     r.Counter("reckon_stream_checkpoints_total", "Full operator-state checkpoints written (replay log in between).", "topic"),
 	}
 }
@@ -88,11 +90,21 @@ func (m *workerMetrics) observe(p *partition) {
 	}
 }
 
+func (m *workerMetrics) progressPublished(p *partition, at time.Time) {
+	part := strconv.Itoa(int(p.partition))
+	for _, so := range p.ops {
+		m.progress.With(so.cfg.Name, p.topic, part).Set(float64(at.UnixNano()) / float64(time.Second))
+		if pt := so.op.Progress().PurgedThrough; !pt.IsZero() {
+			m.purgedThrough.With(so.cfg.Name, p.topic, part).Set(float64(pt.UnixNano()) / float64(time.Second))
+		}
+	}
+}
+
 func (m *workerMetrics) forget(p *partition) {
 	part := strconv.Itoa(int(p.partition))
 	m.consumerLag.Delete(p.topic, part)
 	for _, so := range p.ops {
-		for _, v := range []*metrics.Vec{m.watermark, m.watermarkLag, m.dedup, m.win} {
+		for _, v := range []*metrics.Vec{m.watermark, m.watermarkLag, m.dedup, m.win, m.progress, m.purgedThrough} {
 			v.Delete(so.cfg.Name, p.topic, part)
 		}
 	}

@@ -75,6 +75,10 @@ type partition struct {
 	ops     []*streamOp
 	next    int64 // next offset expected
 	touched bool  // records processed or ticked since the last commit
+	// progressDue: publish the partition's progress in this transaction
+	// even if untouched (set on restore, so a new owner republishes the
+	// committed position before anything newer; progress.go).
+	progressDue bool
 
 	// Checkpoint and replay log (replaylog.go). log holds the committed
 	// entries since the checkpoint; this transaction's entry is tickAt and
@@ -114,6 +118,8 @@ type streamOp struct {
 	// keyPath and valuePath are the envelope paths of the key and value
 	// ("data.<field>"), built once rather than per event.
 	keyPath, valuePath string
+	// settings is the stream's SettingsDigest, published with its progress.
+	settings string
 }
 
 // New builds a stream worker from cfg.
@@ -249,6 +255,9 @@ func (w *Worker) Run(ctx context.Context) error {
 				emit(w.flushLate(part))
 				emit(w.stateRecords(part, now))
 			}
+			if part.touched || part.progressDue {
+				emit(w.progressRecords(part, now))
+			}
 		}
 		// A record the broker refused must not be committed past: flush,
 		// and abort on any failure (End would commit the rest regardless).
@@ -282,7 +291,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		w.m.committed(int(produced.Load()))
 		for _, part := range w.parts {
-			part.touched = false
+			if part.touched || part.progressDue {
+				w.m.progressPublished(part, now)
+			}
+			part.touched, part.progressDue = false, false
 			w.m.observe(part)
 		}
 		if stopping {
@@ -458,7 +470,7 @@ func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[strin
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{tp: k, next: first, ckptWall: w.now(), gate: gate}
+	p := &partition{tp: k, next: first, ckptWall: w.now(), gate: gate, progressDue: true}
 	epoch, from, haveCkpt := int64(0), int64(-1), false
 	var proc int64 // the latest committed processing clock
 	for _, s := range w.byTopic[k.topic] {
@@ -481,7 +493,7 @@ func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[strin
 			epoch, from, haveCkpt = snap.epoch, snap.next, true
 			proc = max(proc, snap.proc)
 		}
-		p.ops = append(p.ops, &streamOp{cfg: s, op: op, keyPath: "data." + s.KeyField, valuePath: "data." + s.ValueField})
+		p.ops = append(p.ops, &streamOp{cfg: s, op: op, keyPath: "data." + s.KeyField, valuePath: "data." + s.ValueField, settings: s.SettingsDigest()})
 	}
 	p.log = replayLog{epoch: epoch, from: from}
 	if lg, ok := snaps[logKey(k.topic, k.partition)]; ok && (!haveCkpt || lg.epoch == epoch) {

@@ -16,6 +16,7 @@ import (
 	"reckon/internal/kafkaconn"
 	"reckon/internal/temporalconn"
 	"reckon/lake"
+	"reckon/streaming/progress"
 	"reckon/workflows"
 )
 
@@ -40,7 +41,12 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 	// moving (measured ~25% faster end to end with 8).
 	w := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{MaxConcurrentWorkflowTaskPollers: 8})
 	registerBatch(w, cfg, lk)
-	registerTruth(w, cfg, lk)
+	progress, err := progress.NewView(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer progress.Close()
+	registerTruth(w, cfg, lk, progress)
 	runBridge, closeBridge, err := zreportBatch(cfg, c, w)
 	if err != nil {
 		return err

@@ -38,6 +38,7 @@ import (
 	"reckon/internal/topics"
 	"reckon/lake"
 	"reckon/streaming"
+	"reckon/streaming/progress"
 	"reckon/workflows"
 )
 
@@ -306,7 +307,7 @@ func startTruthStack(tb testing.TB, ctx context.Context, withUI bool) *truthStac
 	st.sets = []string{
 		"kafka.brokers=" + brokers[0], "temporal.address=" + hostport, "temporal.task_queue=" + tq,
 		"lake.root=" + lakeDir(tb), "metrics.addr=", "stream_worker.instance=e2e", "stream_worker.commit_interval=50ms",
-		"batch.horizon_margin=1s", "batch.horizon_poll=1s", "batch.correct_debounce=1s", "batch.correct_max_delay=3s",
+		"batch.horizon_poll=1s", "batch.correct_debounce=1s", "batch.correct_max_delay=3s",
 		"batch.late_wait=1s", "batch.pane_archive_idle=500ms",
 		// A dedup memory shorter than the redelivery delay (2s): the stream
 		// counts some redeliveries twice. Those windows never reach the
@@ -343,7 +344,12 @@ func startTruthStack(tb testing.TB, ctx context.Context, withUI bool) *truthStac
 	// The batch worker (archive + truth) and its long-running workflows.
 	w := worker.New(st.tc, tq, worker.Options{})
 	registerBatch(w, cfg, st.lk)
-	registerTruth(w, cfg, st.lk)
+	progress, err := progress.NewView(cfg, quiet)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(progress.Close)
+	registerTruth(w, cfg, st.lk, progress)
 	if err := w.Start(); err != nil {
 		tb.Fatal(err)
 	}

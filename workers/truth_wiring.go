@@ -16,11 +16,14 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/kafkaconn"
 	"reckon/lake"
+	"reckon/streaming/progress"
 	"reckon/workflows"
 )
 
-// registerTruth registers the recompute/reconcile/replay/correct/pane-archive workflows and activities on w.
-func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake) {
+// registerTruth registers the recompute/reconcile/replay/correct/pane-archive
+// workflows and activities on w. progress follows the stream's progress
+// topic, the horizon's evidence; the caller closes it after w stops.
+func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, progress *progress.View) {
 	for _, wf := range []struct {
 		fn   any
 		name string
@@ -34,11 +37,11 @@ func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake) {
 	} {
 		w.RegisterWorkflowWithOptions(wf.fn, workflow.RegisterOptions{Name: wf.name})
 	}
-	w.RegisterActivity(truthActivities(cfg, lk))
+	w.RegisterActivity(truthActivities(cfg, lk, progress))
 }
 
-func truthActivities(cfg *config.Config, lk *lake.Lake) *activities.Truth {
-	return &activities.Truth{Cfg: cfg, Lake: lk, SignalLate: func(ctx context.Context, stream string, items []activities.LateItem) error {
+func truthActivities(cfg *config.Config, lk *lake.Lake, progress *progress.View) *activities.Truth {
+	return &activities.Truth{Cfg: cfg, Lake: lk, Progress: progress, SignalLate: func(ctx context.Context, stream string, items []activities.LateItem) error {
 		_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, workflows.CorrectWorkflowID(stream), workflows.CorrectSignalLate, items,
 			client.StartWorkflowOptions{
 				TaskQueue:             cfg.Temporal.TaskQueue,

@@ -24,20 +24,11 @@ type Batch struct {
 	// runs younger than this are still taken (one after another); older
 	// ones are left to `reckon replay`. Default 72h.
 	CatchupWindow time.Duration `yaml:"catchup_window"`
-	// HorizonMargin is added to window end + allowed lateness +
-	// out-of-orderness + idle timeout before a window counts as final:
-	// archive progress (ingest time) of every partition of the stream's
-	// topic must pass it, and the stream must have consumed past it.
-	// Default 1m.
-	HorizonMargin time.Duration `yaml:"horizon_margin"`
 	// HorizonWait bounds how long a recompute waits for the horizon before
 	// it fails (visible in the Temporal UI meanwhile). Default 6h.
 	HorizonWait time.Duration `yaml:"horizon_wait"`
 	// HorizonPoll is how often a waiting recompute checks again. Default 30s.
 	HorizonPoll time.Duration `yaml:"horizon_poll"`
-	// SkipStreamCheck: do not require the stream consumer group to have
-	// consumed past the horizon (batch-only deployments). Default false.
-	SkipStreamCheck bool `yaml:"skip_stream_check"`
 	// ReplayConcurrency is the default number of (stream, day) children a
 	// replay runs at once. Default 2.
 	ReplayConcurrency int `yaml:"replay_concurrency"`
@@ -72,7 +63,7 @@ func (b *Batch) fillDefaults() {
 		d *time.Duration
 		v time.Duration
 	}{
-		{&b.CatchupWindow, 72 * time.Hour}, {&b.HorizonMargin, time.Minute}, {&b.HorizonWait, 6 * time.Hour},
+		{&b.CatchupWindow, 72 * time.Hour}, {&b.HorizonWait, 6 * time.Hour},
 		{&b.HorizonPoll, 30 * time.Second}, {&b.CorrectDebounce, 10 * time.Second}, {&b.CorrectMaxDelay, time.Minute},
 		{&b.LateWait, 5 * time.Second}, {&b.PaneArchiveIdle, 2 * time.Second},
 	}
@@ -109,7 +100,7 @@ func (b *Batch) validate(bad func(format string, a ...any)) {
 		name string
 		v    time.Duration
 	}{
-		{"catchup_window", b.CatchupWindow}, {"horizon_margin", b.HorizonMargin}, {"horizon_wait", b.HorizonWait},
+		{"catchup_window", b.CatchupWindow}, {"horizon_wait", b.HorizonWait},
 		{"horizon_poll", b.HorizonPoll}, {"correct_debounce", b.CorrectDebounce}, {"correct_max_delay", b.CorrectMaxDelay},
 		{"late_wait", b.LateWait}, {"pane_archive_idle", b.PaneArchiveIdle},
 	} {

@@ -95,6 +95,11 @@ type Topics struct {
 	// written in the same transaction as outputs and offsets (compacted).
 	// Default "reckon-stream-state".
 	StreamState string `yaml:"stream_state"`
+	// StreamProgress receives the stream's per-partition progress (offset,
+	// watermark, purged-through point), written in the same transaction as
+	// outputs and offsets; the batch reads it to know when windows are
+	// final (compacted; docs/adr/0015). Default "reckon-stream-progress".
+	StreamProgress string `yaml:"stream_progress"`
 }
 
 // Stream is one windowed stream: a raw topic, how to get key and value from
@@ -356,6 +361,7 @@ func (c *Config) fillDefaults() {
 	def(&c.Topics.ZReportComplete, "zreport-complete")
 	def(&c.Topics.ZReportIncomplete, "zreport-incomplete")
 	def(&c.Topics.StreamState, "reckon-stream-state")
+	def(&c.Topics.StreamProgress, "reckon-stream-progress")
 	for i := range c.Streams {
 		s := &c.Streams[i]
 		defDur(&s.Window, time.Hour)
@@ -464,14 +470,6 @@ func (c *Config) Validate() error {
 		}
 		if s.Rolling < 0 {
 			bad("%s.rolling: must not be negative", at)
-		}
-		// One accepted event dated max_future_skew ahead moves the watermark
-		// to arrival + skew − out_of_orderness; on-time events after it stay
-		// accepted only if allowed_lateness covers that jump (found by
-		// `make chaos`: a 5m skew with 1m lateness sent two thirds of the
-		// traffic to the late output).
-		if skew := c.Gate.MaxFutureSkew; skew > s.AllowedLateness+s.OutOfOrderness {
-			bad("%s: gate.max_future_skew %v exceeds allowed_lateness + out_of_orderness (%v): one future-dated event would make on-time events late; lower the skew or raise the lateness", at, skew, s.AllowedLateness+s.OutOfOrderness)
 		}
 		for _, t := range s.EventTypes {
 			if _, ok := c.Gate.Types[t]; !ok && !c.Gate.AllowUnknownTypes {

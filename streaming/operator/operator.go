@@ -120,6 +120,9 @@ type Record struct {
 	// Kafka record timestamp, or arrived_at in simulate). It drives dedup
 	// expiry, idleness and emitted_at; the operator's processing clock is
 	// the maximum of all arrivals and Tick instants, so it never goes back.
+	// It also bounds the watermark: a record advances it by
+	// min(EventTime, Arrival) − OutOfOrderness, so a future-dated event is
+	// accepted and counted but cannot close windows before their time.
 	Arrival time.Time
 	// Ref is opaque to the operator and echoed on the record's Feature and
 	// LateRecord outputs, e.g. the Kafka offset, so the shell can find the
@@ -210,6 +213,10 @@ type Operator struct {
 
 	// Event-time clock. hasWM is false until the first record; after it,
 	// wm = max(wm, maxET − ooo) after every record and the idle rule in Tick.
+	// maxET is the maximum over records of min(event time, arrival): an
+	// event dated ahead of its record timestamp moves the watermark only
+	// as far as the record timestamp (docs/adr/0015-stream-progress.md), so
+	// the watermark never runs ahead of the clock that stamped the records.
 	hasWM bool
 	wm    int64
 	maxET int64
@@ -327,8 +334,8 @@ func (o *Operator) Process(r Record, out *Out) (Verdict, error) {
 		return Duplicate, nil
 	}
 	v := o.apply(&r, et, start, end, ref, out)
-	if !o.hasWM || et > o.maxET {
-		o.maxET = et
+	if p := min(et, r.Arrival.UnixNano()); !o.hasWM || p > o.maxET {
+		o.maxET = p
 	}
 	o.lastRecord = o.proc
 	o.advance(subSat(o.maxET, o.ooo), out)
@@ -471,6 +478,34 @@ func (o *Operator) Watermark() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return ts(o.wm), true
+}
+
+// Progress is the operator's position in event and processing time, as
+// the stream publishes it (event.StreamProgress). Zero times are unknown.
+type Progress struct {
+	Watermark      time.Time // zero before the first record
+	MaxEventTime   time.Time // max over records of min(event time, arrival)
+	ProcessingTime time.Time
+	// PurgedThrough is Watermark − AllowedLateness: every window ending at
+	// or before it has been purged (zero without a watermark, or with
+	// unbounded lateness).
+	PurgedThrough time.Time
+}
+
+// Progress returns the operator's progress.
+func (o *Operator) Progress() Progress {
+	var p Progress
+	if o.hasProc {
+		p.ProcessingTime = ts(o.proc)
+	}
+	if !o.hasWM {
+		return p
+	}
+	p.Watermark, p.MaxEventTime = ts(o.wm), ts(o.maxET)
+	if o.lateness != int64(Forever) {
+		p.PurgedThrough = ts(subSat(o.wm, o.lateness))
+	}
+	return p
 }
 
 // WatermarkLag is the processing clock minus the watermark: how far event

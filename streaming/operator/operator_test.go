@@ -69,6 +69,41 @@ func TestWatermark(t *testing.T) {
 }
 
 // TestCombinedLateRule pins the behaviour when features and windows disagree.
+// A future-dated event (occurred_at ahead of its record timestamp, within
+// the gate's skew) is counted in its window but moves the watermark only
+// to its record timestamp − out_of_orderness: it cannot fire the on-time
+// pane of a window that has not ended by the broker's clock.
+func TestWatermarkNeverPassesArrival(t *testing.T) {
+	o := mustNew(t, Options{Window: time.Minute, OutOfOrderness: 5 * time.Second, AllowedLateness: time.Minute})
+	var out Out
+	process(t, o, rec(1, "a", sec(10), sec(10), 1), &out)
+	// Dated 3 minutes ahead of its arrival at 20 s.
+	if v := process(t, o, rec(2, "a", sec(200), sec(20), 2), &out); !v.Has(InWindow) {
+		t.Fatalf("future-dated event: verdict %v, want it in its window", v)
+	}
+	if wm, _ := o.Watermark(); !wm.Equal(sec(15)) {
+		t.Errorf("wm %v after the future-dated event, want %v (its arrival − ooo)", wm, sec(15))
+	}
+	for _, p := range out.Panes {
+		t.Errorf("pane %s for [%v, %v) fired before the broker's clock reached its end", p.Timing, p.WindowStart, p.WindowEnd)
+	}
+	// An ordinary event arriving at 70 s closes [0, 60 s): one on-time pane,
+	// window [180 s, 240 s) still open, its event counted.
+	process(t, o, rec(3, "a", sec(70), sec(70), 4), &out)
+	if len(out.Panes) != 1 || out.Panes[0].Timing != event.TimingOnTime || !out.Panes[0].WindowEnd.Equal(sec(60)) || out.Panes[0].Count != 1 {
+		t.Fatalf("panes %+v, want one on-time pane for [0, 60 s) with count 1", out.Panes)
+	}
+	if ws := o.Windows(); len(ws) != 3 || !ws[2].Start.Equal(sec(180)) || ws[2].Agg.Sum != 2 {
+		t.Errorf("windows %+v, want the future-dated event held in [180 s, 240 s)", ws)
+	}
+	// Old traffic replayed with old record timestamps behaves as before.
+	r := mustNew(t, Options{Window: time.Minute, OutOfOrderness: 5 * time.Second})
+	process(t, r, rec(1, "a", sec(100), sec(130), 1), &out)
+	if wm, _ := r.Watermark(); !wm.Equal(sec(95)) {
+		t.Errorf("replayed record: wm %v, want %v", wm, sec(95))
+	}
+}
+
 func TestCombinedLateRule(t *testing.T) {
 	o := mustNew(t, Options{Window: time.Minute, Rolling: 30 * time.Second})
 	var out Out
@@ -362,6 +397,41 @@ func TestSortKeys(t *testing.T) {
 					t.Fatalf("generator %d, n %d: position %d holds %q, want %q", g, n, i, ks[i].key, want[i].key)
 				}
 			}
+		}
+	}
+}
+
+// PurgedThrough is watermark − lateness and never behind the purge: after
+// every record and tick, no window ending at or before it is held.
+func TestProgressPurgedThrough(t *testing.T) {
+	o := mustNew(t, Options{Window: 10 * time.Second, OutOfOrderness: 2 * time.Second, AllowedLateness: 15 * time.Second, IdleTimeout: 30 * time.Second})
+	if p := o.Progress(); !p.Watermark.IsZero() || !p.PurgedThrough.IsZero() {
+		t.Fatalf("progress before any record: %+v", p)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	var out Out
+	arrival := 0
+	for i := 1; i <= 2000; i++ {
+		arrival += rng.IntN(3)
+		et := arrival - 20 + rng.IntN(40) // late, on time and future-dated
+		process(t, o, rec(i, "k"+strconv.Itoa(rng.IntN(3)), sec(et), sec(arrival), 1), &out)
+		if i%100 == 0 {
+			o.Tick(sec(arrival+rng.IntN(60)), &out)
+		}
+		p := o.Progress()
+		if !p.PurgedThrough.Equal(p.Watermark.Add(-15*time.Second)) || p.MaxEventTime.After(sec(arrival)) {
+			t.Fatalf("record %d: progress %+v at arrival %v", i, p, sec(arrival))
+		}
+		for _, w := range o.Windows() {
+			if !w.End.After(p.PurgedThrough) {
+				t.Fatalf("record %d: window [%v, %v) held at purged-through %v", i, w.Start, w.End, p.PurgedThrough)
+			}
+		}
+	}
+	if o := mustNew(t, Options{Window: time.Second, AllowedLateness: Forever}); true {
+		process(t, o, rec(1, "k", sec(5), sec(5), 1), &out)
+		if p := o.Progress(); p.Watermark.IsZero() || !p.PurgedThrough.IsZero() {
+			t.Errorf("unbounded lateness: %+v, want a watermark and no purged-through point", p)
 		}
 	}
 }

@@ -354,16 +354,8 @@ func writeConfig(base, dir string) (string, []string, error) {
 		"zreport.ofd_url=http://127.0.0.1:" + strconv.Itoa(ports[4]),
 		"kafka.brokers=127.0.0.1:" + strconv.Itoa(ports[0]),
 		"temporal.address=127.0.0.1:" + strconv.Itoa(ports[1]),
-		"batch.horizon_margin=10s",
 		"batch.horizon_poll=5s",
 		"batch.horizon_wait=5m",
-		// Skewed (future, yet accepted) events move a partition's
-		// watermark ahead by up to this much: scaled with the windows, as
-		// the default 5m is to the default 5m window and lateness. With 5m
-		// here, one skewed event sends minutes of on-time traffic to the
-		// late output (still conserved and corrected by the batch, but the
-		// accepted path would hardly be exercised).
-		"gate.max_future_skew=30s",
 	}
 	return path, sets, nil
 }
