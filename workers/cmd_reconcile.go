@@ -77,11 +77,42 @@ func runReconcile(ctx context.Context, cx *cmdContext) error {
 	if !*wait {
 		return nil
 	}
-	var rep activities.Report
-	if err := run.Get(ctx, &rep); err != nil {
-		return fmt.Errorf("reconcile %s: %w", *date, err)
+	type result struct {
+		rep activities.Report
+		err error
 	}
-	return printReport(cx.stdout, rep, *jsonOut)
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = run.Get(ctx, &r.rep)
+		done <- r
+	}()
+	// While it runs, say what its recomputes wait for (the same text as
+	// their current details in the UI), whenever that changes.
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	last := ""
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return fmt.Errorf("reconcile %s: %w", *date, r.err)
+			}
+			return printReport(cx.stdout, cfg.Lake.Root, r.rep, *jsonOut)
+		case <-tick.C:
+			if w := strings.Join(childWaits(ctx, c, id), "\n"); w != "" && w != last {
+				last = w
+				fmt.Fprintln(cx.stdout, w)
+			}
+			continue
+		case <-ctx.Done():
+		}
+		fmt.Fprintf(cx.stdout, "stopped waiting; the reconcile keeps running in Temporal: %s\n", uiLink(cfg, id))
+		return nil
+	}
 }
 
 // uiLink is where the Temporal UI shows workflow id (the dev stack's UI).
@@ -91,7 +122,7 @@ func uiLink(cfg *config.Config, id string) string {
 
 // printReport prints the price-of-speed report as a table (or JSON) and
 // returns errFailedParts when some part failed.
-func printReport(w io.Writer, rep activities.Report, asJSON bool) error {
+func printReport(w io.Writer, lakeRoot string, rep activities.Report, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -122,7 +153,7 @@ func printReport(w io.Writer, rep activities.Report, asJSON bool) error {
 		fmt.Fprintf(w, "\ncorrection reasons: late beyond lateness %d, missing pane %d, duplicates %d, retracted %d, other %d\n",
 			r.BeyondLateness, r.Missing, r.Duplicates, r.Retracted, r.Other)
 		if rep.Path != "" {
-			fmt.Fprintf(w, "report: <lake>/%s\n", rep.Path)
+			fmt.Fprintf(w, "report: %s/%s\n", strings.TrimSuffix(lakeRoot, "/"), rep.Path)
 		}
 		for _, s := range rep.Skipped {
 			fmt.Fprintf(w, "skipped (completed before): %s\n", s)

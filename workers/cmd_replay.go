@@ -102,7 +102,7 @@ func runReplay(ctx context.Context, cx *cmdContext) error {
 			if r.err != nil {
 				return fmt.Errorf("replay %s..%s: %w", *from, *to, r.err)
 			}
-			return printReport(cx.stdout, r.rep, *jsonOut)
+			return printReport(cx.stdout, cfg.Lake.Root, r.rep, *jsonOut)
 		case <-tick.C:
 			v, err := c.QueryWorkflow(ctx, id, "", workflows.ReplayQueryProgress)
 			if err != nil {
@@ -110,11 +110,12 @@ func runReplay(ctx context.Context, cx *cmdContext) error {
 			}
 			var p workflows.ReplayProgress
 			if v.Get(&p) == nil {
+				bar.waits = childWaits(ctx, c, id)
 				bar.draw(p)
 			}
 		case <-ctx.Done():
 			bar.finish()
-			fmt.Fprintf(cx.stdout, "detached; the replay keeps running: %s\n", id)
+			fmt.Fprintf(cx.stdout, "detached; the replay keeps running in Temporal: follow it with `reckon replay --from %s --to %s` again or in the UI: %s\n", *from, *to, uiLink(cfg, id))
 			return nil
 		}
 	}
@@ -126,6 +127,9 @@ type progressBar struct {
 	w    io.Writer
 	tty  bool
 	last string
+	// waits are what running children wait for (childWaits), drawn
+	// after the bar.
+	waits []string
 }
 
 func newProgressBar(w io.Writer) *progressBar {
@@ -155,11 +159,14 @@ func (b *progressBar) draw(p workflows.ReplayProgress) {
 	if len(p.Running) > 0 {
 		line += " · running " + strings.Join(p.Running, " ")
 	}
+	for _, w := range b.waits {
+		line += "\n  " + w
+	}
 	if line == b.last {
 		return
 	}
 	b.last = line
-	if b.tty {
+	if b.tty && !strings.Contains(line, "\n") {
 		fmt.Fprintf(b.w, "\r\033[K%s", line)
 	} else {
 		fmt.Fprintln(b.w, line)
