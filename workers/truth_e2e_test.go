@@ -82,6 +82,7 @@ func TestTruthEndToEnd(t *testing.T) {
 	lap("traffic")
 	time.Sleep(2 * time.Second) // the last too-late events reach the late topic
 	t.Logf("generated %d records: %v; %d windows in the truth", man.Counts.Records, man.Counts.ByCategory, len(man.Truth))
+	checkOnTimePanes(t, ctx, cfg)
 
 	// Targeted corrections: the events the stream sent to the late topic
 	// must each be covered by a batch pane counting it; time-to-truth is
@@ -429,7 +430,9 @@ func (st *truthStack) liveTraffic(tb testing.TB, ctx context.Context, seed, coun
 	}
 	o.Seed, o.Count, o.Rate, o.Keys = seed, count, rate, 30
 	o.LateFraction, o.BeyondLatenessFraction, o.Delay = 0.08, 0.5, generate.DelayDist{Kind: "uniform", Mean: time.Second}
-	o.DuplicateFraction, o.PoisonFraction, o.SkewFraction, o.RedeliveryDelay = 0.02, 0.01, 0, 2*time.Second
+	// Future-dated events (within the gate's skew) in the traffic: they
+	// must not close windows early (checkOnTimePanes).
+	o.DuplicateFraction, o.PoisonFraction, o.SkewFraction, o.RedeliveryDelay = 0.02, 0.01, 0.02, 2*time.Second
 	o.Start = time.Now().UTC().Truncate(time.Millisecond)
 	g, err := generate.New(o)
 	if err != nil {
