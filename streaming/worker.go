@@ -121,6 +121,9 @@ func New(cfg *config.Config, log *slog.Logger, reg *metrics.Registry) (*Worker, 
 	if _, err := event.NewGate(cfg.Gate); err != nil { // each partition builds its own
 		return nil, err
 	}
+	if err := kafkaconn.Check(cfg.Kafka); err != nil {
+		return nil, fmt.Errorf("streaming: %w", err)
+	}
 	w := &Worker{
 		cfg: cfg, log: log, m: newWorkerMetrics(reg), now: time.Now,
 		byTopic: map[string][]config.Stream{}, parallelism: cfg.Stream.Parallelism,
@@ -166,7 +169,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		revoked <- l
 	}
 	txnID := w.cfg.Kafka.ClientID + "-stream-" + w.cfg.Stream.Instance
-	sess, err := kgo.NewGroupTransactSession(append(kafkaconn.Opts(w.cfg.Kafka, "stream"),
+	kopts, err := kafkaconn.Options(w.cfg.Kafka, "stream")
+	if err != nil {
+		return fmt.Errorf("streaming: %w", err)
+	}
+	sess, err := kgo.NewGroupTransactSession(append(kopts,
 		kgo.TransactionalID(txnID),
 		kgo.TransactionTimeout(w.cfg.Stream.TransactionTimeout),
 		kgo.ConsumerGroup(w.cfg.Stream.Group),
