@@ -284,12 +284,9 @@ func TestBadInputThroughStream(t *testing.T) {
 
 // TestDeadLetterAtSizeLimit: a raw record the raw topic takes (16 MiB)
 // must reach the DLQ too, though the dead letter adds its headers to the
-// original bytes. Known gap: the dead letter of a record within ~400 bytes
-// of the limit exceeds the DLQ's max.message.bytes, the broker refuses it
-// (MESSAGE_TOO_LARGE), and because the worker produces without a promise
-// (streaming/worker.go, sess.Produce(ctx, r, nil)) the transaction commits
-// the record's offset anyway: the record is lost. Remove the skip when
-// worker.go checks produce errors and fits oversized dead letters.
+// original bytes: the dead letter keeps a prefix of the value and says so
+// (event.DeadLetter.Record); whole, the broker would refuse it with
+// MESSAGE_TOO_LARGE and the transaction would abort on every retry.
 func TestDeadLetterAtSizeLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")

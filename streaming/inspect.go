@@ -73,9 +73,9 @@ func CommittedStats(ctx context.Context, cfg *config.Config, s config.Stream) (a
 // ReadTopic reads every committed record of topic from the start and calls
 // fn for each, returning once nothing arrives for idle.
 func ReadTopic(ctx context.Context, cfg *config.Config, topic string, idle time.Duration, fn func(*kgo.Record)) error {
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "verify"),
+	cl, err := kafkaconn.NewClient(cfg.Kafka, "verify",
 		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return err
 	}

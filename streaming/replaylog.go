@@ -194,13 +194,13 @@ func (w *Worker) replay(ctx context.Context, p *partition) error {
 	}
 	end := l.end()
 	if end > l.from {
-		cl, err := kgo.NewClient(append(kafkaconn.Opts(w.cfg.Kafka, "stream-replay"),
+		cl, err := kafkaconn.NewClient(w.cfg.Kafka, "stream-replay",
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.topic: {p.partition: kgo.NewOffset().At(l.from)}}),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			// Records deleted by retention before a checkpoint cannot be
 			// replayed: an error, never a silent skip.
 			kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-		)...)
+		)
 		if err != nil {
 			return fmt.Errorf("streaming: replay %s/%d: %w", p.topic, p.partition, err)
 		}

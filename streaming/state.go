@@ -141,14 +141,14 @@ func loadState(ctx context.Context, cfg *config.Config, want map[string]bool) (m
 	if len(offsets) == 0 {
 		return out, nil
 	}
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "stream-state"),
+	cl, err := kafkaconn.NewClient(cfg.Kafka, "stream-state",
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Transaction markers are delivered too, so the read ends at the
 		// last stable offset (a marker, as every state write is
 		// transactional) without waiting for an idle poll.
 		kgo.KeepControlRecords(),
-	)...)
+	)
 	if err != nil {
 		return nil, err
 	}

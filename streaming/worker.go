@@ -127,6 +127,9 @@ func New(cfg *config.Config, log *slog.Logger, reg *metrics.Registry) (*Worker, 
 	if _, err := event.NewGate(cfg.Gate); err != nil { // each partition builds its own
 		return nil, err
 	}
+	if err := kafkaconn.Check(cfg.Kafka); err != nil {
+		return nil, fmt.Errorf("streaming: %w", err)
+	}
 	w := &Worker{
 		cfg: cfg, log: log, m: newWorkerMetrics(reg), now: time.Now,
 		byTopic: map[string][]config.Stream{}, parallelism: cfg.Stream.Parallelism,
@@ -172,7 +175,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		revoked <- l
 	}
 	txnID := w.cfg.Kafka.ClientID + "-stream-" + w.cfg.Stream.Instance
-	sess, err := kgo.NewGroupTransactSession(append(kafkaconn.Opts(w.cfg.Kafka, "stream"),
+	kopts, err := kafkaconn.Options(w.cfg.Kafka, "stream")
+	if err != nil {
+		return fmt.Errorf("streaming: %w", err)
+	}
+	sess, err := kgo.NewGroupTransactSession(append(kopts,
 		kgo.TransactionalID(txnID),
 		kgo.TransactionTimeout(w.cfg.Stream.TransactionTimeout),
 		kgo.ConsumerGroup(w.cfg.Stream.Group),
@@ -582,13 +589,12 @@ func (w *Worker) processRecord(part *partition, r *kgo.Record) (out []*kgo.Recor
 			w.m.dead(part.topic, "gate")
 			reason := field + ": stream " + so.cfg.Name + " needs it (key must be a non-empty string, value a finite number)"
 			return []*kgo.Record{w.deadLetter(r, event.DeadLetter{Reason: reason, Reasons: []string{reason}, Fields: []string{field},
-				SourceTopic: r.Topic, SourcePartition: r.Partition, SourceOffset: r.Offset, SourceTimestamp: r.Timestamp, DeadAt: w.now(), Attempts: 1, Stage: "gate"})}, true
+				Attempts: 1, Stage: "gate"})}, true
 		}
 		v, err := so.op.Process(operator.Record{ID: id, Key: key, Value: value, EventTime: env.OccurredAt, Arrival: r.Timestamp, Ref: r.Offset}, &so.out)
 		if err != nil {
 			w.m.dead(part.topic, "process")
-			dl := event.DeadLetter{Reason: "process: " + err.Error(), Reasons: []string{"process: " + err.Error()},
-				SourceTopic: r.Topic, SourcePartition: r.Partition, SourceOffset: r.Offset, SourceTimestamp: r.Timestamp, DeadAt: w.now(), Attempts: 1, Stage: "process"}
+			dl := event.DeadLetter{Reason: "process: " + err.Error(), Reasons: []string{"process: " + err.Error()}, Attempts: 1, Stage: "process"}
 			return []*kgo.Record{w.deadLetter(r, dl)}, true
 		}
 		w.m.verdict(so.cfg.Name, v)
@@ -695,38 +701,20 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 	return out
 }
 
-// maxDeadLetterKey bounds the key copied into a dead letter;
-// deadLetterOverhead is the room kept for headers and batch framing.
-const (
-	maxDeadLetterKey   = 64 << 10
-	deadLetterOverhead = 64 << 10
-)
-
+// deadLetter builds the DLQ record of r (event.DeadLetter.Record): cut to
+// the DLQ topic's record limit, kafkaconn.MaxRecordBytes (deploy/topics.yaml).
+// The source's own headers are not carried.
 func (w *Worker) deadLetter(r *kgo.Record, dl event.DeadLetter) *kgo.Record {
-	if dl.SourceTopic == "" {
-		dl.SourceTopic, dl.SourcePartition, dl.SourceOffset, dl.SourceTimestamp = r.Topic, r.Partition, r.Offset, r.Timestamp
-	}
 	if dl.DeadAt.IsZero() {
 		dl.DeadAt = w.now()
 	}
-	hs := dl.Headers()
-	rh := make([]kgo.RecordHeader, len(hs))
-	for i, h := range hs {
+	d := dl.Record(event.SourceRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
+		Key: r.Key, Value: r.Value}, kafkaconn.MaxRecordBytes)
+	rh := make([]kgo.RecordHeader, len(d.Headers))
+	for i, h := range d.Headers {
 		rh[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 	}
-	// A record near the broker's size limit cannot be copied whole with
-	// headers added: keep a prefix and say so (the original stays in the
-	// raw topic at the source offset).
-	key, value := r.Key, r.Value
-	if len(key) > maxDeadLetterKey {
-		rh = append(rh, kgo.RecordHeader{Key: event.HeaderTruncated, Value: []byte("key: " + strconv.Itoa(len(key)) + " bytes, first " + strconv.Itoa(maxDeadLetterKey) + " kept")})
-		key = key[:maxDeadLetterKey]
-	}
-	if limit := kafkaconn.MaxRecordBytes - deadLetterOverhead - len(key); len(value) > limit {
-		rh = append(rh, kgo.RecordHeader{Key: event.HeaderTruncated, Value: []byte("value: " + strconv.Itoa(len(value)) + " bytes, first " + strconv.Itoa(limit) + " kept")})
-		value = value[:limit]
-	}
-	return &kgo.Record{Topic: w.cfg.Topics.DLQ, Key: key, Value: value, Headers: rh}
+	return &kgo.Record{Topic: w.cfg.Topics.DLQ, Key: d.Key, Value: d.Value, Headers: rh}
 }
 
 // stateRecords ends the partition's transaction in the state topic: a

@@ -26,6 +26,12 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 		return err
 	}
 	cfg := cx.cfg
+	// The activities dial Kafka per call (kafkaconn.Opts): a TLS or
+	// password file they cannot read must stop the worker here, not fail
+	// every activity attempt.
+	if err := kafkaconn.Check(cfg.Kafka); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(cx.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c, err := temporalconn.Dial(ctx, cfg.Temporal, log, 2*time.Minute)
 	if err != nil {

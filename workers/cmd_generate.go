@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
@@ -188,7 +187,7 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 		if err != nil {
 			return err
 		}
-		cl, err := kgo.NewClient(append(kafkaconn.Opts(cx.cfg.Kafka, "generate"), generate.ProducerOpts()...)...)
+		cl, err := kafkaconn.NewClient(cx.cfg.Kafka, "generate", generate.ProducerOpts()...)
 		if err != nil {
 			return fmt.Errorf("generate: %w", err)
 		}

@@ -54,8 +54,8 @@ func runTopicsTail(ctx context.Context, cx *cmdContext) error {
 	for p, o := range ends[topic] {
 		starts[topic][p] = kgo.NewOffset().At(max(o.Offset-int64(*n), 0))
 	}
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(cx.cfg.Kafka, "tail"),
-		kgo.ConsumePartitions(starts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	cl, err := kafkaconn.NewClient(cx.cfg.Kafka, "tail",
+		kgo.ConsumePartitions(starts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return err
 	}

@@ -37,12 +37,16 @@ func zreportBatch(cfg *config.Config, c client.Client, w worker.Worker) (runBrid
 	if err != nil {
 		return nil, nil, err
 	}
-	prod, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "zreport"), kgo.ProducerLinger(time.Millisecond))...)
+	bopts, err := kafkaconn.Options(cfg.Kafka, "zreport-bridge")
+	if err != nil {
+		return nil, nil, err
+	}
+	prod, err := kafkaconn.NewClient(cfg.Kafka, "zreport", kgo.ProducerLinger(time.Millisecond))
 	if err != nil {
 		return nil, nil, fmt.Errorf("zreport: kafka producer: %w", err)
 	}
 	registerZReport(w, zreportActivities(cfg, prod, lk))
-	br, err := bridge.New(kafkaconn.Opts(cfg.Kafka, "zreport-bridge"), c, bridgeOptions(cfg, slog.Default()))
+	br, err := bridge.New(bopts, c, bridgeOptions(cfg, slog.Default()))
 	if err != nil {
 		prod.Close()
 		return nil, nil, err

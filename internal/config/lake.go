@@ -64,7 +64,7 @@ func (s LakeS3) ClientTLS() (*tls.Config, error) {
 	if s.CAFile == "" {
 		return nil, nil
 	}
-	return TLSConfig{Enabled: true, CAFile: s.CAFile}.ClientConfig()
+	return TLSConfig{Enabled: true, CAFile: s.CAFile}.ClientConfig("lake.s3")
 }
 
 // validateLake reports every problem of the lake section. Messages name

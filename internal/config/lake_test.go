@@ -121,7 +121,7 @@ func TestLakeS3SecretFileAndCA(t *testing.T) {
 	if tc, err := (LakeS3{}).ClientTLS(); tc != nil || err != nil {
 		t.Errorf("no ca_file: %v, %v", tc, err)
 	}
-	if _, err := (LakeS3{CAFile: f}).ClientTLS(); err == nil {
-		t.Error("a file without PEM certificates accepted as ca_file")
+	if _, err := (LakeS3{CAFile: f}).ClientTLS(); err == nil || !strings.Contains(err.Error(), "lake.s3.ca_file "+f) {
+		t.Errorf("a file without PEM certificates as ca_file: %v", err)
 	}
 }

@@ -124,8 +124,11 @@ func resolveSecret(key string, v Secret, file string) (Secret, error) {
 }
 
 // ClientConfig loads the files and returns the tls.Config to dial with, or
-// nil when TLS is disabled.
-func (t TLSConfig) ClientConfig() (*tls.Config, error) {
+// nil when TLS is disabled. at is the section's config key, e.g.
+// "kafka.tls": errors name the key and the file ("config:
+// kafka.tls.ca_file: open /etc/reckon/ca.pem: no such file or directory"),
+// never a key's bytes.
+func (t TLSConfig) ClientConfig(at string) (*tls.Config, error) {
 	if !t.Enabled {
 		return nil, nil
 	}
@@ -133,19 +136,28 @@ func (t TLSConfig) ClientConfig() (*tls.Config, error) {
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("config: tls ca_file: %w", err)
+			// *PathError carries the path and the OS reason.
+			return nil, fmt.Errorf("config: %s.ca_file: %w", at, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("config: tls ca_file %s: no PEM certificate in it", t.CAFile)
+			return nil, fmt.Errorf("config: %s.ca_file %s: no PEM certificate in it", at, t.CAFile)
 		}
 		c.RootCAs = pool
 	}
 	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		certPEM, err := os.ReadFile(t.CertFile)
 		if err != nil {
-			// LoadX509KeyPair's errors describe PEM structure, not key bytes.
-			return nil, fmt.Errorf("config: tls cert_file %s / key_file %s: %w", t.CertFile, t.KeyFile, err)
+			return nil, fmt.Errorf("config: %s.cert_file: %w", at, err)
+		}
+		keyPEM, err := os.ReadFile(t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s.key_file: %w", at, err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			// X509KeyPair's errors describe PEM structure, not key bytes.
+			return nil, fmt.Errorf("config: %s.cert_file %s / %s.key_file %s: %w", at, t.CertFile, at, t.KeyFile, err)
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}

@@ -4,6 +4,7 @@
 // pane and feature records the speed and batch layers publish.
 //
 // It is pure: no I/O, no clock (callers pass arrival times in), no goroutines.
-// It is not for transport concerns (Kafka headers are built from a
-// DeadLetter by the streaming shell) nor for storage layouts (package lake).
+// It is not for transport concerns (it builds a dead letter's key, value and
+// headers, DeadLetter.Record; the stream worker and the Z-report bridge turn
+// that into a Kafka record) nor for storage layouts (package lake).
 package event

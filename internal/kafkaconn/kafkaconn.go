@@ -1,8 +1,10 @@
 // Package kafkaconn turns reckon's Kafka configuration into franz-go client
 // options, so every command connects the same way: brokers, client id, SASL
 // (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and TLS, including mutual TLS
-// (docs/adr/0009-security.md). Secrets are read from the config or their
-// files when a connection authenticates and are never logged.
+// (docs/adr/0009-security.md). Options loads the TLS files and checks the
+// SASL password when the client is built, so a bad file is a startup error
+// naming its config key; the password is read again from the config or its
+// file whenever a connection authenticates. Secrets are never logged.
 package kafkaconn
 
 import (
@@ -26,12 +28,16 @@ import (
 const MaxRecordBytes = 16 << 20
 
 // Options returns the client options for cfg; role is appended to the
-// client id (e.g. "stream", "generate"). It fails when a TLS file cannot be
-// loaded. The SASL password (or its file) is read on every authentication,
-// so a rotated password file needs no restart.
+// client id (e.g. "stream", "generate"). It builds the connection material
+// at once and fails when a TLS file (kafka.tls.ca_file, cert_file,
+// key_file) cannot be loaded, the SASL password file
+// (kafka.sasl.password_file) cannot be read or is empty, or the mechanism
+// is unknown; the error names the config key and the file. The password is
+// read again on every authentication, so a rotated password file needs no
+// restart.
 func Options(cfg config.Kafka, role string) ([]kgo.Opt, error) {
 	opts := baseOpts(cfg, role)
-	tlsCfg, err := cfg.TLS.ClientConfig()
+	tlsCfg, err := cfg.TLS.ClientConfig("kafka.tls")
 	if err != nil {
 		return nil, fmt.Errorf("kafkaconn: %w", err)
 	}
@@ -40,15 +46,45 @@ func Options(cfg config.Kafka, role string) ([]kgo.Opt, error) {
 		// broker's host when it is empty.
 		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
 	}
-	if m := mechanism(cfg.SASL); m != nil {
+	if cfg.SASL.CanonicalMechanism() != "" {
+		m := mechanism(cfg.SASL)
+		if m == nil {
+			return nil, fmt.Errorf("kafkaconn: kafka.sasl.mechanism: %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", cfg.SASL.Mechanism)
+		}
+		if _, err := cfg.SASL.ResolvePassword(); err != nil {
+			return nil, fmt.Errorf("kafkaconn: %w", err)
+		}
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
 }
 
-// Opts is Options for callers that build clients without an error path:
-// when the TLS files cannot be loaded, the returned options make every
-// dial fail with that error, so the client's first request reports it.
+// Check builds cfg's connection material as Options does and returns its
+// error. Commands call it at startup, so a bad file stops the process with
+// an error naming it instead of failing every connection later.
+func Check(cfg config.Kafka) error {
+	_, err := Options(cfg, "")
+	return err
+}
+
+// NewClient returns a client with cfg's connection options (Options) and
+// opts.
+func NewClient(cfg config.Kafka, role string, opts ...kgo.Opt) (*kgo.Client, error) {
+	base, err := Options(cfg, role)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafkaconn: %w", err)
+	}
+	return cl, nil
+}
+
+// Opts is Options for code that builds clients without an error path: the
+// activities (which dial per call) and tests. It relies on the command
+// having passed Check at startup; should a file become unreadable later,
+// the returned options make every dial fail with the error naming it.
 func Opts(cfg config.Kafka, role string) []kgo.Opt {
 	opts, err := Options(cfg, role)
 	if err != nil {
@@ -75,8 +111,8 @@ func baseOpts(cfg config.Kafka, role string) []kgo.Opt {
 	}
 }
 
-// mechanism returns the SASL mechanism of s, nil when SASL is off.
-// config.Validate has checked the mechanism name and the credentials.
+// mechanism returns the SASL mechanism of s, nil when SASL is off or the
+// mechanism unknown.
 func mechanism(s config.KafkaSASL) sasl.Mechanism {
 	pass := func() (string, error) {
 		p, err := s.ResolvePassword()
@@ -105,13 +141,9 @@ func mechanism(s config.KafkaSASL) sasl.Mechanism {
 
 // NewAdmin returns an admin client and a close func.
 func NewAdmin(cfg config.Kafka, role string) (*kadm.Client, func(), error) {
-	opts, err := Options(cfg, role)
+	cl, err := NewClient(cfg, role)
 	if err != nil {
 		return nil, nil, err
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kafkaconn: %w", err)
 	}
 	return kadm.NewClient(cl), cl.Close, nil
 }

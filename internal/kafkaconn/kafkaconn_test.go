@@ -194,3 +194,74 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal("connected without the required client certificate")
 	}
 }
+
+// TestUnreadableFiles: every file the connection needs is loaded when the
+// options are built, so a command fails at startup with an error naming
+// the config key and the file, before any dial.
+func TestUnreadableFiles(t *testing.T) {
+	pki := testpki.New(t, "kafka")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.pem")
+	notPEM := filepath.Join(dir, "not-a-cert.pem")
+	if err := os.WriteFile(notPEM, []byte("hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	emptyPass := filepath.Join(dir, "empty-password")
+	if err := os.WriteFile(emptyPass, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsOK := config.TLSConfig{Enabled: true, CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}
+	sasl := func(file string) config.KafkaSASL {
+		return config.KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: user, PasswordFile: file}
+	}
+	for _, tc := range []struct {
+		name string
+		tls  config.TLSConfig
+		sasl config.KafkaSASL
+		want []string // in the error
+	}{
+		{"missing ca_file", config.TLSConfig{Enabled: true, CAFile: missing}, config.KafkaSASL{}, []string{"kafka.tls.ca_file", missing}},
+		{"ca_file without a certificate", config.TLSConfig{Enabled: true, CAFile: notPEM}, config.KafkaSASL{}, []string{"kafka.tls.ca_file", notPEM, "no PEM certificate"}},
+		{"missing cert_file", config.TLSConfig{Enabled: true, CertFile: missing, KeyFile: pki.ClientKey}, config.KafkaSASL{}, []string{"kafka.tls.cert_file", missing}},
+		{"missing key_file", config.TLSConfig{Enabled: true, CertFile: pki.ClientCert, KeyFile: missing}, config.KafkaSASL{}, []string{"kafka.tls.key_file", missing}},
+		{"key_file not a key", config.TLSConfig{Enabled: true, CertFile: pki.ClientCert, KeyFile: notPEM}, config.KafkaSASL{}, []string{"kafka.tls.key_file", notPEM}},
+		{"missing password_file", tlsOK, sasl(missing), []string{"kafka.sasl.password_file", missing}},
+		{"empty password_file", tlsOK, sasl(emptyPass), []string{"kafka.sasl.password_file", emptyPass, "empty"}},
+		{"unknown mechanism", tlsOK, config.KafkaSASL{Mechanism: "GSSAPI", Username: user, Password: password}, []string{"kafka.sasl.mechanism", "GSSAPI"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Kafka{Brokers: []string{"127.0.0.1:1"}, ClientID: "reckon", TLS: tc.tls, SASL: tc.sasl}
+			errs := map[string]error{"Check": Check(cfg)}
+			_, errs["Options"] = Options(cfg, "x")
+			if cl, err := NewClient(cfg, "x"); err == nil {
+				cl.Close()
+			} else {
+				errs["NewClient"] = err
+			}
+			if _, closeAdm, err := NewAdmin(cfg, "x"); err == nil {
+				closeAdm()
+			} else {
+				errs["NewAdmin"] = err
+			}
+			for fn, err := range errs {
+				if err == nil {
+					t.Errorf("%s: no error", fn)
+					continue
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: %v; want it to name %q", fn, err, w)
+					}
+				}
+				if strings.Contains(err.Error(), password) {
+					t.Errorf("%s: error prints the password: %v", fn, err)
+				}
+			}
+		})
+	}
+	// The same material, readable, builds.
+	cfg := config.Kafka{Brokers: []string{"127.0.0.1:1"}, ClientID: "reckon", TLS: tlsOK, SASL: config.KafkaSASL{Mechanism: "PLAIN", Username: user, Password: password}}
+	if err := Check(cfg); err != nil {
+		t.Fatalf("readable files: %v", err)
+	}
+}

@@ -8,26 +8,26 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"reckon/internal/config"
 )
 
-// ClientOptions returns client options for cfg. It fails when a TLS file
-// or the API key file cannot be read.
+// ClientOptions returns client options for cfg. It loads the TLS files and
+// the API key at once and fails when one cannot be read; the error names
+// the config key (temporal.tls.ca_file, cert_file, key_file,
+// temporal.api_key_file) and the file.
 func ClientOptions(cfg config.Temporal, logger *slog.Logger) (client.Options, error) {
 	o := client.Options{HostPort: cfg.Address, Namespace: cfg.Namespace}
 	if logger != nil {
 		o.Logger = tlog.NewStructuredLogger(logger)
 	}
-	tlsCfg, err := cfg.TLS.ClientConfig()
+	tlsCfg, err := cfg.TLS.ClientConfig("temporal.tls")
 	if err != nil {
 		return client.Options{}, fmt.Errorf("temporalconn: %w", err)
 	}
@@ -49,22 +49,10 @@ func ClientOptions(cfg config.Temporal, logger *slog.Logger) (client.Options, er
 	return o, nil
 }
 
-// Options returns client options for cfg. When ClientOptions fails, the
-// options make every connection attempt fail with that error.
-func Options(cfg config.Temporal, logger *slog.Logger) client.Options {
-	o, err := ClientOptions(cfg, logger)
-	if err != nil {
-		o = client.Options{HostPort: cfg.Address, Namespace: cfg.Namespace}
-		o.ConnectionOptions.DialOptions = []grpc.DialOption{grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) {
-			return nil, err
-		})}
-	}
-	return o
-}
-
 // Dial connects, retrying until the frontend answers or wait has passed:
 // workers may start before the server in `reckon dev` and in compose.
-// Unreadable TLS or key files and rejected credentials fail at once.
+// Unreadable TLS or key files (ClientOptions) and rejected credentials fail
+// at once.
 func Dial(ctx context.Context, cfg config.Temporal, logger *slog.Logger, wait time.Duration) (client.Client, error) {
 	opts, err := ClientOptions(cfg, logger)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -176,23 +175,36 @@ func TestAPIKeyPlaintextWhenAllowed(t *testing.T) {
 	}
 }
 
+// TestUnreadableFiles: the TLS files and the API key file are loaded when
+// the options are built, so Dial fails at once (not after its wait) with
+// an error naming the config key and the file.
 func TestUnreadableFiles(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "missing-key")
-	cfg := config.Temporal{Address: "127.0.0.1:1", Namespace: "default", APIKeyFile: missing,
-		TLS: config.TLSConfig{Enabled: true}}
-	if _, err := ClientOptions(cfg, nil); err == nil || !strings.Contains(err.Error(), "missing-key") {
-		t.Fatalf("ClientOptions with a missing api_key_file: %v", err)
-	}
-	if err := dial(t, cfg, nil, fail); err == nil || !strings.Contains(err.Error(), "missing-key") {
-		t.Fatalf("Dial with a missing api_key_file: %v", err)
-	}
-	// Options keeps its signature: the error surfaces on connect.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if c, err := client.DialContext(ctx, Options(cfg, nil)); err == nil {
-		c.Close()
-		t.Fatal("Options with a missing api_key_file connected")
-	} else if !strings.Contains(err.Error(), "missing-key") {
-		t.Fatalf("Options error does not name the file: %v", err)
+	pki := testpki.New(t, "temporal")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing-file")
+	for _, tc := range []struct {
+		name string
+		cfg  config.Temporal
+		want string // the config key
+	}{
+		{"api_key_file", config.Temporal{APIKeyFile: missing, TLS: config.TLSConfig{Enabled: true}}, "temporal.api_key_file"},
+		{"ca_file", config.Temporal{TLS: config.TLSConfig{Enabled: true, CAFile: missing}}, "temporal.tls.ca_file"},
+		{"cert_file", config.Temporal{TLS: config.TLSConfig{Enabled: true, CAFile: pki.CAFile, CertFile: missing, KeyFile: pki.ClientKey}}, "temporal.tls.cert_file"},
+		{"key_file", config.Temporal{TLS: config.TLSConfig{Enabled: true, CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: missing}}, "temporal.tls.key_file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Address, cfg.Namespace = "127.0.0.1:1", "default"
+			_, err := ClientOptions(cfg, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), missing) {
+				t.Fatalf("ClientOptions: %v; want it to name %s and %s", err, tc.want, missing)
+			}
+			// The error comes before any connection attempt, not after
+			// the wait.
+			err = dial(t, cfg, nil, fail)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), missing) || strings.Contains(err.Error(), "not reachable after") {
+				t.Fatalf("Dial: %v; want it to name %s and %s at once", err, tc.want, missing)
+			}
+		})
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"reckon/internal/event"
+	"reckon/internal/kafkaconn"
 	"reckon/internal/zreport"
 	"reckon/workflows"
 )
@@ -29,7 +30,9 @@ type Options struct {
 	Topic string
 	// Group is the consumer group. Required.
 	Group string
-	// DLQTopic receives rejected records. Required.
+	// DLQTopic receives rejected records; its max.message.bytes is
+	// kafkaconn.MaxRecordBytes (deploy/topics.yaml), the size dead letters
+	// are cut to. Required.
 	DLQTopic string
 	// TaskQueue of the Z-report workflows. Required.
 	TaskQueue string
@@ -192,7 +195,7 @@ func (b *Bridge) handle(ctx context.Context, recs []*kgo.Record) error {
 		}
 		p, err := zreport.PartOf(env.EventID, env.EventType, env.OccurredAt, env)
 		if err != nil {
-			dead = append(dead, b.deadLetter(r, partDeadLetter(err, r, now)))
+			dead = append(dead, b.deadLetter(r, partDeadLetter(err, now)))
 			continue
 		}
 		p.ArrivedAt = r.Timestamp.UTC()
@@ -264,10 +267,8 @@ func (b *Bridge) signal(ctx context.Context, j job) (*kgo.Record, error) {
 		}
 		var inv *serviceerror.InvalidArgument
 		if errors.As(err, &inv) && attempt >= b.o.MaxAttempts {
-			r := j.rec
-			return b.deadLetter(r, event.DeadLetter{
+			return b.deadLetter(j.rec, event.DeadLetter{
 				Reason: "temporal: " + inv.Error(), Reasons: []string{"temporal: " + inv.Error()},
-				SourceTopic: r.Topic, SourcePartition: r.Partition, SourceOffset: r.Offset, SourceTimestamp: r.Timestamp,
 				DeadAt: b.o.Now(), Attempts: attempt, Stage: "process",
 			}), nil
 		}
@@ -286,26 +287,33 @@ func (b *Bridge) signal(ctx context.Context, j job) (*kgo.Record, error) {
 
 // partDeadLetter describes a record the gate passed but that is not a
 // usable Z-report part.
-func partDeadLetter(err error, r *kgo.Record, now time.Time) event.DeadLetter {
+func partDeadLetter(err error, now time.Time) event.DeadLetter {
 	reasons := strings.Split(err.Error(), "\n")
 	for i, s := range reasons {
 		reasons[i] = strings.TrimPrefix(s, zreport.ErrInvalidPart.Error()+": ")
 	}
 	return event.DeadLetter{
-		Reason: reasons[0], Reasons: reasons, Fields: []string{"data"},
-		SourceTopic: r.Topic, SourcePartition: r.Partition, SourceOffset: r.Offset, SourceTimestamp: r.Timestamp,
-		DeadAt: now, Attempts: 1, Stage: "gate",
+		Reason: reasons[0], Reasons: reasons, Fields: []string{"data"}, DeadAt: now, Attempts: 1, Stage: "gate",
 	}
 }
 
-// deadLetter builds the DLQ record: original key and bytes, reason headers.
+// deadLetter builds the DLQ record (event.DeadLetter.Record): original key
+// and bytes, reason headers, then the part's own headers; cut to the DLQ
+// topic's record limit, kafkaconn.MaxRecordBytes (deploy/topics.yaml), as a
+// dead letter the broker refuses would be retried until the context ends.
 func (b *Bridge) deadLetter(r *kgo.Record, d event.DeadLetter) *kgo.Record {
-	hs := d.Headers()
-	out := &kgo.Record{Topic: b.o.DLQTopic, Key: r.Key, Value: r.Value, Headers: make([]kgo.RecordHeader, 0, len(hs)+len(r.Headers))}
-	for _, h := range hs {
-		out.Headers = append(out.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	src := event.SourceRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
+	if len(r.Headers) > 0 {
+		src.Headers = make([]event.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			src.Headers[i] = event.Header{Key: h.Key, Value: h.Value}
+		}
 	}
-	out.Headers = append(out.Headers, r.Headers...)
+	dl := d.Record(src, kafkaconn.MaxRecordBytes)
+	out := &kgo.Record{Topic: b.o.DLQTopic, Key: dl.Key, Value: dl.Value, Headers: make([]kgo.RecordHeader, len(dl.Headers))}
+	for i, h := range dl.Headers {
+		out.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	}
 	return out
 }
 

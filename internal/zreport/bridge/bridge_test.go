@@ -1,9 +1,12 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +17,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"reckon/internal/config"
 	"reckon/internal/event"
+	"reckon/internal/kafkaconn"
+	"reckon/internal/topics"
 	"reckon/internal/zreport"
 	"reckon/workflows"
 )
@@ -174,5 +180,145 @@ func TestBridge(t *testing.T) {
 	}
 	if stages["gate"] == "" || stages["process"] != "temporal: simulated rejection" {
 		t.Errorf("dead letters by stage: %v", stages)
+	}
+}
+
+// TestDeadLetterOverTopicLimit: a part the parts topic takes but the gate
+// refuses (over max_payload_bytes) near the topics' 16 MiB limit cannot go
+// to the DLQ whole, reason headers added; a broker (and the client, whose
+// batches stop at the same limit) refuses it and the bridge used to retry
+// it until its context ended, never committing again. The dead letter is
+// cut to fit, says so, and the part after it is signalled and committed.
+func TestDeadLetterOverTopicLimit(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The parts and DLQ topics as deploy/topics.yaml has them, with their
+	// max.message.bytes, and clients as the workers make them.
+	m, err := topics.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	partsTopic, _ := m.Find("zreport-parts")
+	dlqTopic, _ := m.Find("reckon-dlq")
+	if dlqTopic.MaxMessageBytes != kafkaconn.MaxRecordBytes || partsTopic.MaxMessageBytes != kafkaconn.MaxRecordBytes {
+		t.Fatalf("topic map: parts max_message_bytes %d, DLQ %d; this test assumes both are kafkaconn.MaxRecordBytes %d",
+			partsTopic.MaxMessageBytes, dlqTopic.MaxMessageBytes, kafkaconn.MaxRecordBytes)
+	}
+	base, err := kafkaconn.Options(config.Kafka{Brokers: c.ListenAddrs(), ClientID: "test"}, "zreport-bridge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := kgo.NewClient(append(base, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	adm := kadm.NewClient(pc)
+	if _, err := topics.Apply(ctx, adm, &topics.Map{Topics: []topics.Topic{partsTopic, dlqTopic}}); err != nil {
+		t.Fatal(err)
+	}
+
+	closed := time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC)
+	part := func(n int, pad string) []byte {
+		return fmt.Appendf(nil, `{"event_id":%q,"event_type":%q,"occurred_at":"2026-01-01T23:00:00Z","data":{"fiscal_drive":"9960440300000001","shift":3,"receipts":1,"total":1.5,"shift_closed_at":"2026-01-01T23:00:00Z"%s}}`,
+			uuidN(n), zreport.TypeOFD, pad)
+	}
+	// Over the gate's 1 MiB, 200 bytes under the parts topic's limit: room
+	// for the record's framing and its header, not for the dead letter's
+	// reason headers.
+	pad := kafkaconn.MaxRecordBytes - 200 - len(part(1, `,"note":""`))
+	huge := part(1, `,"note":"`+strings.Repeat("x", pad)+`"`)
+	recs := []*kgo.Record{
+		{Topic: partsTopic.Name, Key: []byte("9960440300000001/3"), Value: huge, Timestamp: closed,
+			Headers: []kgo.RecordHeader{{Key: "origin", Value: []byte("ofd")}}},
+		{Topic: partsTopic.Name, Key: []byte("9960440300000001/3"), Value: part(2, ""), Timestamp: closed.Add(time.Second)},
+	}
+	if err := pc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("producing a %d-byte part: %v", len(huge), err)
+	}
+
+	tc := &fakeTemporal{parts: map[string][]string{}}
+	b, err := New(base, tc, Options{Topic: partsTopic.Name, Group: "g", DLQTopic: dlqTopic.Name, TaskQueue: "q", Gate: gateOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(rctx) }()
+	for {
+		offs, err := adm.FetchOffsets(ctx, "g")
+		if err == nil {
+			var n int64
+			offs.Each(func(o kadm.OffsetResponse) { n += o.At })
+			if n == int64(len(recs)) {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			stop()
+			t.Fatalf("the bridge stalled on the oversized part's dead letter: offsets never committed; stats %+v", b.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.Records != 2 || st.Signalled != 1 || st.DeadLettered != 1 {
+		t.Errorf("stats %+v, want 2 records, 1 signalled, 1 dead-lettered", st)
+	}
+	tc.mu.Lock()
+	got := tc.parts["zreport/9960440300000001/3"]
+	tc.mu.Unlock()
+	if !slices.Equal(got, []string{uuidN(2)}) {
+		t.Errorf("signalled %v, want the valid part %s after the oversized one", got, uuidN(2))
+	}
+
+	cl, err := kgo.NewClient(append(base, kgo.ConsumeTopics(dlqTopic.Name), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var dead []*kgo.Record
+	for len(dead) == 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("no dead letter in the DLQ")
+		}
+		dead = append(dead, fs.Records()...)
+	}
+	d := dead[0]
+	h := map[string][]string{}
+	for _, x := range d.Headers {
+		h[x.Key] = append(h[x.Key], string(x.Value))
+	}
+	one := func(k string) string {
+		if len(h[k]) != 1 {
+			t.Errorf("header %s: %q, want one", k, h[k])
+			return ""
+		}
+		return h[k][0]
+	}
+	wantReason := "payload: " + strconv.Itoa(len(huge)) + " bytes exceeds max_payload_bytes 1048576"
+	if r := one(event.HeaderReason); r != wantReason {
+		t.Errorf("reason %q, want %q", r, wantReason)
+	}
+	if o := one(event.HeaderSourceOffset); o != strconv.FormatInt(recs[0].Offset, 10) {
+		t.Errorf("source offset %s, want %d", o, recs[0].Offset)
+	}
+	if c := one(event.HeaderTruncated); !strings.HasPrefix(c, "value: "+strconv.Itoa(len(huge))+" bytes, first ") {
+		t.Errorf("%s %q, want the value's cut said", event.HeaderTruncated, c)
+	}
+	if o := one("origin"); o != "ofd" {
+		t.Errorf("the part's own header: origin %q, want ofd", o)
+	}
+	if len(d.Value) >= len(huge) || !bytes.HasPrefix(huge, d.Value) || !bytes.Equal(d.Key, recs[0].Key) {
+		t.Errorf("dead letter: key %q, value of %d bytes; want the part's key and a prefix of its %d bytes", d.Key, len(d.Value), len(huge))
 	}
 }

@@ -3,7 +3,8 @@
 // record with the quality gate and turns each valid part into a
 // SignalWithStartWorkflow of workflow zreport/<fiscal_drive>/<shift>.
 // Records the gate rejects go to the dead-letter topic with their original
-// bytes and reason headers. Offsets are committed only after Temporal
+// bytes and reason headers (a prefix of the bytes when they and the headers
+// would not fit the topic's record limit, event.DeadLetter.Record). Offsets are committed only after Temporal
 // accepted every signal of the batch (and the DLQ acknowledged every dead
 // letter), so a crash redelivers, and the workflow's per-source event_id
 // dedup turns redelivery into a counted duplicate.
