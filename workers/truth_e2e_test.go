@@ -314,6 +314,10 @@ func startTruthStack(tb testing.TB, ctx context.Context, withUI bool) *truthStac
 		// counts some redeliveries twice. Those windows never reach the
 		// late topic; only the reconciliation finds them (duplicates).
 		"stream_worker.dedup_ttl=500ms",
+		// Future-dated events up to 20 s ahead (scaled with the 5 s
+		// windows as the default 5 m is to 5 m windows): counted at once,
+		// final only once the clock reaches their windows.
+		"gate.max_future_skew=20s",
 	}
 	cfg, err := config.Load("", nil, st.sets)
 	if err != nil {
