@@ -226,7 +226,7 @@ func TestTruthEndToEnd(t *testing.T) {
 	reckon("schedule", "trigger")
 	sched := tc.ScheduleClient().GetHandle(ctx, cfg.Batch.ScheduleID)
 	var scheduled string
-	waitFor(t, ctx, func() (bool, string) {
+	waitFor(t, time.Minute, "the triggered schedule to start a run", func() (bool, string) {
 		d, err := sched.Describe(ctx)
 		if err != nil {
 			return false, err.Error()
