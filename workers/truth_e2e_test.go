@@ -639,8 +639,15 @@ func readLate(t testing.TB, ctx context.Context, cfg *config.Config) []lateRecor
 // recordHistory writes the history of workflow id's latest run as JSON.
 func recordHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
 	t.Helper()
+	recordRun(t, ctx, c, id, "", path)
+}
+
+// recordRun writes the history of run runID of workflow id (the latest
+// when empty) as JSON.
+func recordRun(t *testing.T, ctx context.Context, c client.Client, id, runID, path string) {
+	t.Helper()
 	hist := &historypb.History{}
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
