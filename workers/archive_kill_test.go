@@ -174,8 +174,8 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 			now := progress()
 			for _, s := range inFlight {
 				if p := partitionOf(s.workflowID); now[p] > before[p] {
-					t.Logf("evidence: %v into a pause, partition %d's progress went %d -> %d and the server still holds %s",
-						time.Since(paused).Round(time.Millisecond), p, before[p], now[p], s)
+					t.Logf("evidence: %v into pause %d, partition %d's progress went %d -> %d and the server still holds %s",
+						time.Since(paused).Round(time.Millisecond), try, p, before[p], now[p], s)
 					step = s
 					return true, ""
 				}
