@@ -96,8 +96,10 @@ func scaleOut(t *testing.T, want outputs, kill bool) {
 	t.Logf("assignment with two members: %v", split)
 
 	// First half, paced: both workers process some of it.
-	producePaced(t, cfg, recs[:half])
-	waitFor(t, "both workers processing", func() (bool, string) {
+	if err := producePaced(cfg, recs[:half], 20); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Minute, "both workers processing", func() (bool, string) {
 		na, nb := len(assigned(a.logs())), len(assigned(b.logs()))
 		return na > 0 && nb > 0, fmt.Sprintf("A restored %d partitions, B %d", na, nb)
 	})
@@ -111,10 +113,10 @@ func scaleOut(t *testing.T, want outputs, kill bool) {
 
 	// Second half arrives while A leaves, so A is likely inside a
 	// transaction when it goes.
-	produced := make(chan struct{})
-	go func() { defer close(produced); producePaced(t, cfg, recs[half:]) }()
+	produced := make(chan error, 1)
+	go func() { produced <- producePaced(cfg, recs[half:], 20) }()
 	before := committedTotal(t, cfg)
-	waitFor(t, "the workers to commit some of the second half", func() (bool, string) {
+	waitFor(t, 3*time.Minute, "the workers to commit some of the second half", func() (bool, string) {
 		n := committedTotal(t, cfg)
 		return n > before, fmt.Sprintf("%d offsets committed", n)
 	})
@@ -129,7 +131,9 @@ func scaleOut(t *testing.T, want outputs, kill bool) {
 	stopped := time.Now()
 	t.Logf("A stopped (kill=%v) with %d offsets committed, its transaction %s; its partitions: %v",
 		kill, committedTotal(t, cfg), txnState(t, cfg, cfg.Kafka.ClientID+"-stream-a"), sortedSet(aParts))
-	<-produced
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
 
 	// B alone owns every partition and finishes the input.
 	waitGroup(t, cfg, 1)
@@ -150,7 +154,7 @@ func scaleOut(t *testing.T, want outputs, kill bool) {
 		// A's open transaction (if any) holds back read-committed readers
 		// until the broker aborts it at the transaction timeout; a
 		// restarted instance "a" would fence it at once (ADR 0006).
-		waitFor(t, "A's transaction to end", func() (bool, string) {
+		waitFor(t, 3*time.Minute, "A's transaction to end", func() (bool, string) {
 			st := txnState(t, cfg, cfg.Kafka.ClientID+"-stream-a")
 			return st != "Ongoing" && !strings.HasPrefix(st, "Prepare"), "state " + st
 		})
@@ -323,7 +327,7 @@ func waitGroup(t *testing.T, cfg *config.Config, n int) [][]string {
 	}
 	ctx := context.Background()
 	var split [][]string
-	waitFor(t, fmt.Sprintf("a stable group of %d", n), func() (bool, string) {
+	waitFor(t, 3*time.Minute, fmt.Sprintf("a stable group of %d", n), func() (bool, string) {
 		ends, err := adm.ListEndOffsets(ctx, slices.Collect(maps.Keys(raw))...)
 		if err != nil {
 			return false, err.Error()
@@ -388,29 +392,17 @@ func txnState(t *testing.T, cfg *config.Config, txnID string) string {
 	return d.State
 }
 
-// producePaced produces recs in small chunks, so workers see records arrive
-// while they run.
-func producePaced(t *testing.T, cfg *config.Config, recs []*kgo.Record) {
+// producePaced produces recs in chunks of n, so workers see records arrive
+// while they run. It does not touch a testing.T: tests run it in a
+// goroutine and check its error on the test goroutine.
+func producePaced(cfg *config.Config, recs []*kgo.Record, n int) error {
 	for len(recs) > 0 {
-		n := min(20, len(recs))
-		produce(t, cfg, recs[:n])
-		recs = recs[n:]
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// waitFor polls cond until it holds; the deadline only bounds a hung test.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, why := cond()
-		if ok {
-			return
+		k := min(n, len(recs))
+		if err := produceRecords(cfg, recs[:k]); err != nil {
+			return err
 		}
-		last = why
-		time.Sleep(50 * time.Millisecond)
+		recs = recs[k:]
+		time.Sleep(5 * time.Millisecond) // paces the producer on purpose, not a synchronisation
 	}
-	t.Fatalf("waiting for %s: %s", what, last)
+	return nil
 }

@@ -127,14 +127,19 @@ func newTestEnv(t testing.TB, count int64, tweak ...func(*generate.Options)) (*c
 
 func produce(t testing.TB, cfg *config.Config, recs []*kgo.Record) {
 	t.Helper()
+	if err := produceRecords(cfg, recs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// produceRecords is produce for goroutines other than the test's.
+func produceRecords(cfg *config.Config, recs []*kgo.Record) error {
 	cl, err := kgo.NewClient(kafkaconn.Opts(cfg.Kafka, "test")...)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer cl.Close()
-	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	return cl.ProduceSync(context.Background(), recs...).FirstErr()
 }
 
 // deterministic makes outputs depend on the records only, not on the wall
@@ -303,16 +308,8 @@ func testCrashRecovery(t *testing.T, latePanes string) {
 		// Records keep arriving while the worker runs, so the kill lands
 		// mid-stream, often inside an open transaction.
 		before := committedTotal(t, cfg)
-		produced := make(chan struct{})
-		go func(part []*kgo.Record) {
-			defer close(produced)
-			for len(part) > 0 {
-				n := min(10, len(part))
-				produce(t, cfg, part[:n])
-				part = part[n:]
-				time.Sleep(5 * time.Millisecond)
-			}
-		}(recs[kills*chunk : (kills+1)*chunk])
+		produced := make(chan error, 1)
+		go func(part []*kgo.Record) { produced <- producePaced(cfg, part, 10) }(recs[kills*chunk : (kills+1)*chunk])
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = env
 		var stderr strings.Builder
@@ -330,10 +327,15 @@ func testCrashRecovery(t *testing.T, latePanes string) {
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
+		// A random delay after the first commit, on purpose: it spreads
+		// the kills over the run (mid-transaction, mid-restore, between
+		// iterations); nothing waits on it.
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
-		<-produced
+		if err := <-produced; err != nil {
+			t.Fatal(err)
+		}
 		kills++
 		t.Logf("kill %d with %d offsets committed; child's last line: %s", kills, committedTotal(t, cfg), lastLine(stderr.String()))
 		if os.Getenv("STREAMING_TEST_VERBOSE") != "" {
@@ -465,17 +467,23 @@ func TestStreamIdlePartitionsTickAfterRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	time.Sleep(5 * time.Second)
+	var after time.Time
+	waitFor(t, time.Minute, "the lowest committed watermark to advance while idle", func() (bool, string) {
+		select {
+		case err := <-done:
+			t.Fatalf("worker stopped: %v", err)
+		default:
+		}
+		_, _, _, wm, err := CommittedStats(context.Background(), cfg, s)
+		if err != nil {
+			return false, err.Error()
+		}
+		after = wm
+		return after.After(before), fmt.Sprintf("lowest watermark %v after an idle restart, %v before: idle partitions did not tick", after, before)
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
-	}
-	_, _, _, after, err := CommittedStats(context.Background(), cfg, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !after.After(before) {
-		t.Fatalf("lowest watermark %v after an idle restart, %v before: idle partitions did not tick", after, before)
 	}
 	t.Logf("lowest watermark advanced %v while idle after the restart", after.Sub(before))
 }

@@ -30,7 +30,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 		t.Skip("integration")
 	}
 	tc, hostport := testenv.Temporal(t)
-	_, brokers := testenv.Kafka(t, 2, "", "m8-suhu-kejadian", "zreport-parts", "payments-kejadian")
+	kc, brokers := testenv.Kafka(t, 2, "", "m8-suhu-kejadian", "zreport-parts", "payments-kejadian")
 
 	cfg, err := config.Load("", nil, []string{
 		"kafka.brokers=" + brokers[0], "temporal.address=" + hostport,
@@ -72,15 +72,18 @@ func TestArchiveEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	startWorker := func() worker.Worker {
-		w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{})
+	startWorker := func(identity string) worker.Worker {
+		w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{Identity: identity})
 		registerBatch(w, cfg, lk)
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}
 		return w
 	}
-	w1 := startWorker()
+	// The first worker is stopped inside an archive step: the broker holds
+	// the step's fetch, and the server lists the step as started by it.
+	hold := holdNextFetch(t, ctx, kc, cfg, "m8-suhu-kejadian")
+	w1 := startWorker("archive-e2e-1")
 	if err := startArchives(ctx, cfg, tc, log); err != nil {
 		t.Fatal(err)
 	}
@@ -88,17 +91,27 @@ func TestArchiveEndToEnd(t *testing.T) {
 	if err := startArchives(ctx, cfg, tc, log); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
-	w1.Stop() // mid-archive, possibly inside an activity
+	f := hold.wait(t, time.Minute)
+	inFlight, err := startedBy(ctx, tc, "archive-e2e-1", workflows.ArchiveWorkflowID("m8-suhu-kejadian", f.partition))
+	if err != nil || len(inFlight) != 1 {
+		t.Fatalf("fetch of partition %d from offset %d held, but the server lists %v as started by archive-e2e-1 (%v)", f.partition, f.offset, inFlight, err)
+	}
+	w1.Stop()
+	hold.release()
+	step := inFlight[0]
+	if ok, err := stillPending(ctx, tc, step); err != nil || !ok {
+		t.Fatalf("%s completed although its worker was stopped inside it (%v)", step, err)
+	}
+	t.Logf("stopped the first worker inside %s (its fetch of partition %d from offset %d held)", step, f.partition, f.offset)
 	produce(300, 600)
-	w2 := startWorker()
+	w2 := startWorker("archive-e2e-2")
 	defer w2.Stop()
 
 	wantNext, err := kadmEnds(ctx, cfg, "m8-suhu-kejadian")
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, func() (bool, string) {
+	waitFor(t, time.Minute, "every archive cursor at its partition's end", func() (bool, string) {
 		for p, end := range wantNext {
 			var st workflows.ArchiveState
 			v, err := tc.QueryWorkflow(ctx, workflows.ArchiveWorkflowID("m8-suhu-kejadian", p), "", workflows.ArchiveQueryProgress)
@@ -114,6 +127,9 @@ func TestArchiveEndToEnd(t *testing.T) {
 		}
 		return true, ""
 	})
+	if a, err := retriedAttempt(ctx, tc, step); err != nil || a <= step.attempt {
+		t.Errorf("%s: last ran in attempt %d (%v), want a retry", step, a, err)
+	}
 
 	// Every valid event exactly once in raw/, every poison record in rejected/.
 	c := takeCensus(t, ctx, lk, "m8-suhu-kejadian", base.Add(-time.Hour), base.Add(10*time.Hour))
@@ -158,24 +174,6 @@ func kadmEnds(ctx context.Context, cfg *config.Config, topic string) (map[int32]
 		out[p] = o.Offset
 	}
 	return out, nil
-}
-
-// waitFor polls cond until it holds or ctx ends, reporting the last reason.
-func waitFor(t *testing.T, ctx context.Context, cond func() (bool, string)) {
-	t.Helper()
-	last := ""
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			t.Fatalf("condition not met: %s", last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // census is what the lake holds of one raw topic: raw rows (ids and

@@ -3,9 +3,11 @@ package workers
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,18 +24,29 @@ import (
 )
 
 // TestArchiveSurvivesSIGKILL runs `reckon batch` as real processes and
-// SIGKILLs them mid-archive (small steps, so a kill lands inside or between
-// activities). Temporal retries the interrupted step on the next process;
-// in the end every offset is in the lake exactly once.
+// SIGKILLs them while an ArchiveRange activity is in flight, proven before
+// each kill and checked after it:
+//
+//   - after the write: the process's link to Temporal is paused, an
+//     activity it holds writes its lake files and progress, and the
+//     process dies before Temporal hears that the step completed — the
+//     retry must rewrite the same range without doubling a row;
+//   - inside the read: the broker holds the activity's fetch, and the
+//     process dies in it.
+//
+// Each interrupted step stays pending on the server, is retried by the
+// next process after its heartbeat timeout, and in the end every offset is
+// in the lake exactly once.
 func TestArchiveSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
 	tc, hostport := testenv.Temporal(t)
-	_, brokers := testenv.Kafka(t, 2, "", "m8-suhu-kejadian")
+	kc, brokers := testenv.Kafka(t, 2, "", "m8-suhu-kejadian")
+	proxy := newPausableProxy(t, hostport)
 	root := t.TempDir()
 	env := []string{
-		"RECKON_KAFKA_BROKERS=" + brokers[0], "RECKON_TEMPORAL_ADDRESS=" + hostport,
+		"RECKON_KAFKA_BROKERS=" + brokers[0], "RECKON_TEMPORAL_ADDRESS=" + proxy.addr(),
 		"RECKON_LAKE_ROOT=" + root, "RECKON_TEMPORAL_TASK_QUEUE=archive-kill", "RECKON_METRICS_ADDR=",
 	}
 	cfg, err := config.Load("", env, nil)
@@ -66,9 +79,12 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Small steps: 40 archive activities per partition.
+	var ids []string
 	for p := range ends {
+		id := workflows.ArchiveWorkflowID("m8-suhu-kejadian", p)
+		ids = append(ids, id)
 		_, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-			ID: workflows.ArchiveWorkflowID("m8-suhu-kejadian", p), TaskQueue: cfg.Temporal.TaskQueue,
+			ID: id, TaskQueue: cfg.Temporal.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		}, "Archive", workflows.ArchiveState{Topic: "m8-suhu-kejadian", Partition: p, Cursor: -1, MaxRecords: 50})
 		if err != nil {
@@ -80,11 +96,18 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Progress files, not workflow queries: they need no running worker.
-	cursor := func() (sum int64) {
+	progress := func() map[int32]int64 {
+		out := map[int32]int64{}
 		for p := range ends {
 			if pr, err := lk.ReadProgress(ctx, "m8-suhu-kejadian", p); err == nil {
-				sum += pr.NextOffset
+				out[p] = pr.NextOffset
 			}
+		}
+		return out
+	}
+	cursor := func() (sum int64) {
+		for _, o := range progress() {
+			sum += o
 		}
 		return sum
 	}
@@ -92,38 +115,113 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 	for _, e := range ends {
 		total += e
 	}
-	startChild := func() (*exec.Cmd, *strings.Builder) {
+	type child struct {
+		cmd    *exec.Cmd
+		out    *lockedBuffer
+		prefix string // its worker identity's start: "<pid>@"
+	}
+	startChild := func() child {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(append(os.Environ(), env...), envChild+"=1", envChildArgs+"=batch\x1f--no-start")
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
+		out := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		return cmd, &out
+		return child{cmd, out, fmt.Sprintf("%d@", cmd.Process.Pid)}
 	}
-	for kill := 1; kill <= 2; kill++ {
-		before := cursor()
-		cmd, out := startChild()
-		for cursor() <= before && ctx.Err() == nil {
-			time.Sleep(50 * time.Millisecond)
+	var interrupted []archiveStep
+	// kill SIGKILLs c and checks that step, in flight before, never
+	// completed: the server still holds it as pending.
+	kill := func(c child, step archiveStep, how string) {
+		t.Helper()
+		_ = c.cmd.Process.Signal(syscall.SIGKILL)
+		_ = c.cmd.Wait()
+		ok, err := stillPending(ctx, tc, step)
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(150 * time.Millisecond)
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-		after := cursor()
-		t.Logf("kill %d: cursor %d -> %d of %d", kill, before, after, total)
-		if after >= total {
-			t.Fatalf("archive finished before kill %d: steps too large to test a mid-archive kill\n%s", kill, out.String())
+		if !ok {
+			t.Fatalf("kill %s: %s completed before the kill landed\n%s", how, step, c.out.String())
+		}
+		interrupted = append(interrupted, step)
+		t.Logf("killed %s: %s was in flight and stays pending; cursor %d of %d", how, step, cursor(), total)
+	}
+
+	// Kill 1, after the write. Pause the process's link to Temporal while
+	// it archives: an activity it holds writes its files and progress (at
+	// once, or after its first heartbeat, which waits for the server, gives
+	// up at the SDK's heartbeat throttle interval, 12 s here), and its
+	// completion cannot reach the server. A pause that catches no such step
+	// is lifted, and the next one tried.
+	c := startChild()
+	waitFor(t, time.Minute, "the first process to archive", func() (bool, string) {
+		return cursor() > 0, "nothing archived\n" + c.out.String()
+	})
+	var step archiveStep
+	for try := 1; step.workflowID == ""; try++ {
+		if try > 3 {
+			t.Fatalf("no pause caught an archive step writing (cursor %d of %d)\n%s", cursor(), total, c.out.String())
+		}
+		proxy.pause()
+		before := progress()
+		inFlight, err := startedBy(ctx, tc, c.prefix, ids...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paused := time.Now()
+		pollUntil(20*time.Second, func() (bool, string) {
+			now := progress()
+			for _, s := range inFlight {
+				if p := partitionOf(s.workflowID); now[p] > before[p] {
+					t.Logf("evidence: %v into pause %d, partition %d's progress went %d -> %d and the server still holds %s",
+						time.Since(paused).Round(time.Millisecond), try, p, before[p], now[p], s)
+					step = s
+					return true, ""
+				}
+			}
+			return false, ""
+		})
+		if step.workflowID != "" {
+			kill(c, step, "after the write")
+		}
+		proxy.resume()
+		if step.workflowID == "" {
+			was := cursor()
+			waitFor(t, time.Minute, "the archive to go on after a pause", func() (bool, string) {
+				return cursor() > was, fmt.Sprintf("cursor %d", cursor())
+			})
 		}
 	}
-	cmd, out := startChild()
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	for cursor() < total {
-		if ctx.Err() != nil {
-			t.Fatalf("archive did not finish: cursor %d of %d\n%s", cursor(), total, out.String())
+
+	// Kill 2, inside the read: the broker holds the next fetch of the raw
+	// topic, which only an archive activity of the new process makes.
+	hold := holdNextFetch(t, ctx, kc, cfg, "m8-suhu-kejadian")
+	c = startChild()
+	f := hold.wait(t, time.Minute)
+	id := workflows.ArchiveWorkflowID("m8-suhu-kejadian", f.partition)
+	inFlight, err := startedBy(ctx, tc, c.prefix, id)
+	if err != nil || len(inFlight) != 1 {
+		t.Fatalf("fetch of partition %d from offset %d held, but the server lists %v as started by %s (%v)", f.partition, f.offset, inFlight, c.prefix, err)
+	}
+	t.Logf("evidence: the broker holds the fetch of partition %d from offset %d; the server holds %s", f.partition, f.offset, inFlight[0])
+	kill(c, inFlight[0], "inside the read")
+	hold.release()
+
+	c = startChild()
+	defer func() { _ = c.cmd.Process.Kill(); _ = c.cmd.Wait() }()
+	waitFor(t, 2*time.Minute, "the last process to finish the archive", func() (bool, string) {
+		return cursor() >= total, fmt.Sprintf("cursor %d of %d\n%s", cursor(), total, c.out.String())
+	})
+	// Each interrupted step ran again, in a later attempt.
+	for _, s := range interrupted {
+		a, err := retriedAttempt(ctx, tc, s)
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		if a <= s.attempt {
+			t.Errorf("%s: last ran in attempt %d, want a retry", s, a)
+		}
 	}
 
 	offsets := takeCensus(t, ctx, lk, "m8-suhu-kejadian", base.Add(-time.Hour), base.Add(24*time.Hour)).offsets
@@ -135,4 +233,130 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 			t.Fatalf("offset %s archived %d times", o, c)
 		}
 	}
+}
+
+// partitionOf is the partition of an archive workflow ID
+// (archive/<topic>/<partition>).
+func partitionOf(workflowID string) int32 {
+	var p int32
+	_, _ = fmt.Sscanf(workflowID[strings.LastIndex(workflowID, "/")+1:], "%d", &p)
+	return p
+}
+
+// pausableProxy forwards TCP connections to a Temporal frontend; pause
+// holds every byte in either direction until resume, so a worker behind it
+// keeps running its activities but cannot report them.
+type pausableProxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex // protects following fields
+	open  chan struct{}
+	conns []net.Conn
+}
+
+func newPausableProxy(t testing.TB, target string) *pausableProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pausableProxy{ln: ln, target: target, open: make(chan struct{})}
+	close(p.open)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		p.resume()
+		ln.Close()
+		<-done
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+	})
+	return p
+}
+
+func (p *pausableProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *pausableProxy) serve(down net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		down.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, down, up)
+	p.mu.Unlock()
+	pipe := func(dst, src net.Conn) {
+		defer dst.Close()
+		defer src.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				p.mu.Lock()
+				open := p.open
+				p.mu.Unlock()
+				<-open
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go pipe(up, down)
+	go pipe(down, up)
+}
+
+// pause holds all traffic from now on; resume lets it flow again.
+func (p *pausableProxy) pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+		p.open = make(chan struct{})
+	default:
+	}
+}
+
+func (p *pausableProxy) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.open:
+	default:
+		close(p.open)
+	}
+}
+
+// lockedBuffer collects a child process's output; safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex // protects b
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

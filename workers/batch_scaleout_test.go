@@ -107,7 +107,7 @@ func TestBatchScaleOut(t *testing.T) {
 
 	// Both poll the queue for workflow and activity tasks.
 	for _, typ := range []enumspb.TaskQueueType{enumspb.TASK_QUEUE_TYPE_WORKFLOW, enumspb.TASK_QUEUE_TYPE_ACTIVITY} {
-		waitFor(t, ctx, func() (bool, string) {
+		waitFor(t, time.Minute, "both workers polling", func() (bool, string) {
 			resp, err := b2.c.DescribeTaskQueue(ctx, cfg.Temporal.TaskQueue, typ)
 			if err != nil {
 				return false, err.Error()
@@ -120,7 +120,7 @@ func TestBatchScaleOut(t *testing.T) {
 		})
 	}
 	// Both take archive work (three partitions × steps every idle period).
-	waitFor(t, ctx, func() (bool, string) {
+	waitFor(t, time.Minute, "both workers running activities", func() (bool, string) {
 		a1, a2 := b1.activities.Load(), b2.activities.Load()
 		return a1 > 0 && a2 > 0, fmt.Sprintf("activities run: batch-1 %d, batch-2 %d", a1, a2)
 	})
@@ -136,7 +136,7 @@ func TestBatchScaleOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, func() (bool, string) {
+	waitFor(t, time.Minute, "every archive cursor at its partition's end", func() (bool, string) {
 		for p, end := range wantNext {
 			var st workflows.ArchiveState
 			v, err := b2.c.QueryWorkflow(ctx, workflows.ArchiveWorkflowID(topic, p), "", workflows.ArchiveQueryProgress)

@@ -220,7 +220,7 @@ func TestZReportEndToEnd(t *testing.T) {
 	// Offsets are committed: the group is at the end of every partition.
 	adm := kadm.NewClient(cl)
 	var lag int64 = -1
-	for i := 0; i < 50 && lag != 0; i++ {
+	pollUntil(10*time.Second, func() (bool, string) {
 		ends, _ := adm.ListEndOffsets(ctx, "zreport-parts")
 		offs, err := adm.FetchOffsets(ctx, cfg.ZReport.BridgeGroup)
 		if err == nil {
@@ -230,8 +230,8 @@ func TestZReportEndToEnd(t *testing.T) {
 				lag += o.Offset - c.At
 			})
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return lag == 0, ""
+	})
 	if lag != 0 {
 		t.Errorf("bridge group lag %d", lag)
 	}
@@ -249,16 +249,14 @@ func TestZReportEndToEnd(t *testing.T) {
 		}
 	}
 	var listed string
-	for i := 0; i < 50; i++ {
+	pollUntil(10*time.Second, func() (bool, string) {
 		out.Reset()
 		if code := Main(ctx, append([]string{"zreport", "list", "--status", "incomplete"}, sets...), nil, &out, &errb, env); code != 0 {
 			t.Fatalf("list: %d %s", code, errb.String())
 		}
-		if listed = out.String(); strings.Contains(listed, "zreport/9960440300000003/9") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		listed = out.String()
+		return strings.Contains(listed, "zreport/9960440300000003/9"), ""
+	})
 	if !strings.Contains(listed, "zreport/9960440300000003/9") || strings.Contains(listed, "9960440300000001") {
 		t.Errorf("list --status incomplete:\n%s", listed)
 	}

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -80,7 +81,6 @@ func TestTruthEndToEnd(t *testing.T) {
 	tr := st.liveTraffic(t, ctx, 5, 1200, 60)
 	man := tr.man
 	lap("traffic")
-	time.Sleep(2 * time.Second) // the last too-late events reach the late topic
 	t.Logf("generated %d records: %v; %d windows in the truth", man.Counts.Records, man.Counts.ByCategory, len(man.Truth))
 	checkOnTimePanes(t, ctx, cfg)
 
@@ -138,7 +138,7 @@ func TestTruthEndToEnd(t *testing.T) {
 	}
 
 	// For every (key, window): the highest version equals the manifest truth.
-	obs.settle(2 * time.Second)
+	obs.catchUp(t, ctx)
 	highest := map[string]event.Pane{}
 	versions := map[string]map[int64]string{}
 	passed, failed := 0, 0
@@ -204,9 +204,9 @@ func TestTruthEndToEnd(t *testing.T) {
 	}
 	before := obs.count()
 	out1, rep1, _ := cli()
-	mid := obs.settle(time.Second)
+	mid := obs.catchUp(t, ctx)
 	out2, rep2, _ := cli()
-	after := obs.settle(time.Second)
+	after := obs.catchUp(t, ctx)
 	lap("replay x2")
 	if !strings.Contains(out1, "(stream, day)s") || len(rep1.Parts) != 6 || len(rep2.Parts) != 6 {
 		t.Errorf("replay: parts %d/%d, output:\n%s", len(rep1.Parts), len(rep2.Parts), out1)
@@ -228,7 +228,7 @@ func TestTruthEndToEnd(t *testing.T) {
 	reckon("schedule", "trigger")
 	sched := tc.ScheduleClient().GetHandle(ctx, cfg.Batch.ScheduleID)
 	var scheduled string
-	waitFor(t, ctx, func() (bool, string) {
+	waitFor(t, time.Minute, "the triggered schedule to start a run", func() (bool, string) {
 		d, err := sched.Describe(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -392,15 +392,9 @@ func lakeDir(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		for i := 0; ; i++ {
-			err := os.RemoveAll(dir)
-			if err == nil || i == 50 {
-				if err != nil {
-					tb.Errorf("remove %s: %v", dir, err)
-				}
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
+		var err error
+		if ok, _ := pollUntil(10*time.Second, func() (bool, string) { err = os.RemoveAll(dir); return err == nil, "" }); !ok {
+			tb.Errorf("remove %s: %v", dir, err)
 		}
 	})
 	return dir
@@ -476,10 +470,13 @@ func (st *truthStack) liveTraffic(tb testing.TB, ctx context.Context, seed, coun
 	return tr
 }
 
-// tooLate returns the new events among those the stream sent to the late
-// topic, and how many records the late topic holds.
+// tooLate waits until the stream worker has committed every raw record,
+// and with them every late record, then returns the new events among
+// those the stream sent to the late topic, and how many records the late
+// topic holds.
 func (st *truthStack) tooLate(tb testing.TB, ctx context.Context, tr *truthTraffic) ([]sent, int) {
 	tb.Helper()
+	st.waitStreamCommitted(tb, ctx)
 	var out []sent
 	lates := readLate(tb, ctx, st.cfg)
 	for _, l := range lates {
@@ -507,8 +504,7 @@ func (st *truthStack) timeToTruth(tooLate []sent, wait time.Duration) []time.Dur
 		return 0, false
 	}
 	var ttt []time.Duration
-	deadline := time.Now().Add(wait)
-	for {
+	pollUntil(wait, func() (bool, string) {
 		ttt = ttt[:0]
 		panes := st.obs.snapshot()
 		for _, s := range tooLate {
@@ -516,13 +512,46 @@ func (st *truthStack) timeToTruth(tooLate []sent, wait time.Duration) []time.Dur
 				ttt = append(ttt, d)
 			}
 		}
-		if len(ttt) == len(tooLate) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return len(ttt) == len(tooLate), ""
+	})
 	slices.Sort(ttt)
 	return ttt
+}
+
+// waitStreamCommitted waits until the stream worker's group has committed
+// every partition of every raw topic to its end: the late records, dead
+// letters and panes of every produced record are committed too, in the
+// same transactions as the offsets (docs/adr/0006-stream-exactly-once.md).
+func (st *truthStack) waitStreamCommitted(tb testing.TB, ctx context.Context) {
+	tb.Helper()
+	adm, closeAdm, err := kafkaconn.NewAdmin(st.cfg.Kafka, "test")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer closeAdm()
+	var raw []string
+	for _, s := range st.cfg.Streams {
+		if !slices.Contains(raw, s.Topic) {
+			raw = append(raw, s.Topic)
+		}
+	}
+	waitFor(tb, time.Minute, "the stream worker to commit every raw record", func() (bool, string) {
+		ends, err := adm.ListEndOffsets(ctx, raw...)
+		if err != nil {
+			return false, err.Error()
+		}
+		committed, err := adm.FetchOffsets(ctx, st.cfg.Stream.Group)
+		if err != nil {
+			return false, err.Error()
+		}
+		behind := ""
+		ends.Each(func(e kadm.ListedOffset) {
+			if c, _ := committed.Lookup(e.Topic, e.Partition); e.Offset > 0 && c.At < e.Offset && behind == "" {
+				behind = fmt.Sprintf("%s/%d committed %d of %d", e.Topic, e.Partition, c.At, e.Offset)
+			}
+		})
+		return behind == "", behind
+	})
 }
 
 // percentile is the q-quantile (0..1) of sorted ds, 0 when empty.
@@ -536,8 +565,11 @@ func percentile(ds []time.Duration, q float64) time.Duration {
 // paneObserver reads every committed pane of the summaries topic and
 // remembers when it saw it.
 type paneObserver struct {
-	mu    sync.Mutex // protects panes
+	cfg *config.Config
+
+	mu    sync.Mutex // protects following fields
 	panes []seenPane
+	next  map[int32]int64 // per partition, the offset after the last record read (control records included)
 }
 
 type seenPane struct {
@@ -547,9 +579,12 @@ type seenPane struct {
 
 func newPaneObserver(t testing.TB, ctx context.Context, cfg *config.Config) *paneObserver {
 	t.Helper()
-	o := &paneObserver{}
+	o := &paneObserver{cfg: cfg, next: map[int32]int64{}}
+	// Control records too: with them the observer's position reaches the
+	// last stable offset exactly, so catchUp knows when it has read
+	// everything committed.
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "observer"),
-		kgo.ConsumeTopics(cfg.Topics.Summaries), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeTopics(cfg.Topics.Summaries), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
@@ -562,11 +597,12 @@ func newPaneObserver(t testing.TB, ctx context.Context, cfg *config.Config) *pan
 			fs := cl.PollFetches(octx)
 			now := time.Now()
 			fs.EachRecord(func(r *kgo.Record) {
+				o.mu.Lock()
+				defer o.mu.Unlock()
+				o.next[r.Partition] = max(o.next[r.Partition], r.Offset+1)
 				var p event.Pane
-				if json.Unmarshal(r.Value, &p) == nil {
-					o.mu.Lock()
+				if !r.Attrs.IsControl() && json.Unmarshal(r.Value, &p) == nil {
 					o.panes = append(o.panes, seenPane{p, now})
-					o.mu.Unlock()
 				}
 			})
 		}
@@ -587,17 +623,32 @@ func (o *paneObserver) count() int {
 	return len(o.panes)
 }
 
-// settle waits until no pane arrived for quiet and returns the count.
-func (o *paneObserver) settle(quiet time.Duration) int {
-	n := o.count()
-	for {
-		time.Sleep(quiet)
-		m := o.count()
-		if m == n {
-			return m
-		}
-		n = m
+// catchUp waits until the observer has read every partition of the
+// summaries topic up to its last stable offset as of the call, so every
+// pane committed before it is seen, and returns the count.
+func (o *paneObserver) catchUp(t testing.TB, ctx context.Context) int {
+	t.Helper()
+	adm, closeAdm, err := kafkaconn.NewAdmin(o.cfg.Kafka, "test")
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer closeAdm()
+	stable, err := adm.ListCommittedOffsets(ctx, o.cfg.Topics.Summaries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the pane observer to read up to the last stable offsets", func() (bool, string) {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		behind := ""
+		stable.Each(func(s kadm.ListedOffset) {
+			if o.next[s.Partition] < s.Offset && behind == "" {
+				behind = fmt.Sprintf("partition %d read to %d of %d", s.Partition, o.next[s.Partition], s.Offset)
+			}
+		})
+		return behind == "", behind
+	})
+	return o.count()
 }
 
 // lateRecord is one record of the late topic: its event and raw source.
@@ -652,8 +703,15 @@ func readLate(t testing.TB, ctx context.Context, cfg *config.Config) []lateRecor
 // recordHistory writes the history of workflow id's latest run as JSON.
 func recordHistory(t *testing.T, ctx context.Context, c client.Client, id, path string) {
 	t.Helper()
+	recordRun(t, ctx, c, id, "", path)
+}
+
+// recordRun writes the history of run runID of workflow id (the latest
+// when empty) as JSON.
+func recordRun(t *testing.T, ctx context.Context, c client.Client, id, runID, path string) {
+	t.Helper()
 	hist := &historypb.History{}
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
@@ -668,7 +726,7 @@ func recordHistory(t *testing.T, ctx context.Context, c client.Client, id, path 
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("recorded %d events of %s into %s", len(hist.Events), id, path)
+	t.Logf("recorded %d events of %s %s into %s", len(hist.Events), id, runID, path)
 }
 
 // temporalWithUI is testenv.Temporal with the web UI on a free port.

@@ -77,7 +77,7 @@ func (f *fakeTruth) RecomputeWindows(_ context.Context, in activities.RecomputeI
 	hold := f.hold
 	f.mu.Unlock()
 	if hold > 0 {
-		time.Sleep(hold)
+		time.Sleep(hold) // simulated work, so concurrent calls overlap; nothing waits on it
 	}
 	f.mu.Lock()
 	f.running--

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -119,27 +120,21 @@ func TestZReportRecordHistory(t *testing.T) {
 	run := signal(part(zreport.DWH, "d1", 120, 78000.5))
 	signal(part(zreport.DWH, "d1", 120, 78000.5))
 	signal(part(zreport.RMS, "r1", 120, 78000.5))
-	for sim.Stats().NotFound < 1 {
-		if ctx.Err() != nil {
-			t.Fatal("the operator was never asked")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFor(t, 30*time.Second, "the entity to ask the operator", func() (bool, string) {
+		return sim.Stats().NotFound >= 1, "the operator was never asked"
+	})
 	docs.Put(ofd.Document{EventID: "ofd-doc", FiscalDrive: key.FiscalDrive, Shift: key.Shift, Receipts: 120, Total: 78000.5, ShiftClosedAt: closed})
-	for {
+	waitFor(t, 30*time.Second, "the entity's final report (version 1)", func() (bool, string) {
 		v, err := c.QueryWorkflow(ctx, opts.ID, "", workflows.ZReportQueryState)
 		if err != nil {
-			t.Fatal(err)
+			return false, err.Error()
 		}
 		var view zreport.View
 		if err := v.Get(&view); err != nil {
-			t.Fatal(err)
+			return false, err.Error()
 		}
-		if view.Version == 1 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return view.Version == 1, fmt.Sprintf("version %d", view.Version)
+	})
 	signal(part(zreport.DWH, "d2", 119, 77350))
 	var st zreport.State
 	if err := run.Get(ctx, &st); err != nil {
