@@ -54,10 +54,11 @@ test-unit:
 dev: build temporal
 	$(BIN)/reckon dev
 
-# Benchmarks (issue 8): every benchmark in one run — stream hot path, stream
-# end to end and latency, archive write, lake query and recompute a day vs
-# DuckDB, Z-report throughput, time to truth. The raw `go test -bench` output
-# is kept in $(BENCH_RAW); tools/benchreport renders BENCHMARKS.md from it,
+# Benchmarks (docs/requirements.md R-PERF): every benchmark in one run —
+# stream hot path, stream end to end and latency, archive write, lake query
+# and recompute a day vs DuckDB, Z-report throughput, time to truth. The raw
+# `go test -bench` output is kept in $(BENCH_RAW); tools/benchreport renders
+# BENCHMARKS.md from it,
 # each figure beside its reference, each goal checked (do not edit that
 # file). About 5 minutes on a quiet 2-core machine, 10+ when others load it
 # (the report states the load average). Per-core figures run with
@@ -124,7 +125,8 @@ fmt:
 clean:
 	rm -rf $(BIN) .reckon
 
-# The batch-truth end-to-end test (issue 5, docs/adr/0008-batch-truth.md):
+# The batch-truth end-to-end test (docs/requirements.md R-TRUTH-11,
+# docs/adr/0008-batch-truth.md):
 # real Temporal dev server, kfake, in-process stream and batch workers, live
 # generator traffic with events beyond allowed lateness; ends with
 # `e2e: N passed, M failed` and the time-to-truth of too-late events.

@@ -153,7 +153,8 @@ type ReasonCounts struct {
 	Other int64 `json:"other"`
 }
 
-// TruthReport is the price of speed for a range (seed 000): how far the
+// TruthReport is the price of speed for a range (docs/requirements.md
+// R-TRUTH-7, R-ROLL-4): how far the
 // stream's answers were from the truth, and what the batch did about it.
 // Errors compare the stream's own latest pane (no pane: 0) with the truth.
 type TruthReport struct {

@@ -13,7 +13,8 @@ var testStart = time.Date(2026, 11, 7, 0, 0, 0, 0, time.UTC)
 
 // genRows makes n raw rows of partition p with offsets from firstOffset,
 // spread evenly over hours starting at testStart, keys sensor-00.. and
-// values like the seed's temperatures. Deterministic for a seed.
+// values like the sensor example's temperatures (docs/requirements.md
+// R-GATE-1). Deterministic for a seed.
 func genRows(n, hours, keys int, p int32, firstOffset int64, seed uint64) []RawRow {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	rows := make([]RawRow, n)

@@ -17,7 +17,8 @@ import (
 )
 
 // This file holds read-only inspection helpers for the conservation check
-// (`reckon verify`, issue 8) and tests: they read what the stream committed
+// (`reckon verify`, docs/requirements.md R-PROOF-1) and tests: they read
+// what the stream committed
 // and published, never write.
 
 // maxStatePartitions bounds the raw partitions whose state is looked up.

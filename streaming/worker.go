@@ -36,9 +36,9 @@ type Worker struct {
 	// parallelism bounds the partitions processed at once (pollOnce).
 	parallelism int
 
-	// attempts counts processing failures per record (seed 004): a record
-	// that keeps failing is dead-lettered after MaxAttempts and the
-	// partition moves on.
+	// attempts counts processing failures per record: a record that keeps
+	// failing is dead-lettered after MaxAttempts and the partition moves on
+	// (docs/requirements.md R-DLQ-2).
 	// Partitions are processed in parallel (pollOnce): attemptsMu guards
 	// attempts, and nAttempts lets the common case skip the lock.
 	attemptsMu sync.Mutex

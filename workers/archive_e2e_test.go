@@ -206,7 +206,8 @@ func takeCensus(t *testing.T, ctx context.Context, lk *lake.Lake, topic string, 
 	return c
 }
 
-// sensorReading is a valid seed-002 reading of device i%20+1 as a record;
+// sensorReading is a valid sensor reading (docs/requirements.md R-GATE-5)
+// of device i%20+1 as a record;
 // the event_id derives from name, so a rerun produces the same ids.
 func sensorReading(topic, name string, at time.Time, i, suhu int) *kgo.Record {
 	dev := fmt.Sprintf("sensor-%02d", i%20+1)

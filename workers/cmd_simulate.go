@@ -20,7 +20,8 @@ import (
 )
 
 // runSimulate is `reckon simulate`: the stream operator over a JSONL file,
-// offline and deterministic, as one partition in file order (issue 3).
+// offline and deterministic, as one partition in file order
+// (docs/requirements.md R-SIM-1).
 // Processing time is each line's arrived_at; no processing-time panes are
 // emitted except one early pane per changed window at end of input.
 func runSimulate(ctx context.Context, cx *cmdContext) error {
@@ -338,7 +339,7 @@ func (sim *simulation) line(v any) error {
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// Output lines; field order is the contract of issue 3.
+// Output lines; field order is a contract (docs/requirements.md R-SIM-2).
 type (
 	featureLine struct {
 		Type      string  `json:"type"`

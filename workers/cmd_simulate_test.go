@@ -33,9 +33,11 @@ var simulateCases = []struct {
 	name string
 	args []string
 }{
-	// Seed 000: 60s rolling features, watermark = max et − 5s, lateness 0.
+	// The fraud-features example (docs/requirements.md R-ROLL-3): 60s rolling
+	// features, watermark = max et − 5s, lateness 0.
 	{"seed000", []string{"--rolling", "60s", "--out-of-orderness", "5s", "--key", "data.user", "--value", "data.nilai", "--compare"}},
-	// Seed 001: 5-minute windows, 5-minute allowed lateness.
+	// The lateness example (docs/requirements.md R-WIN-6 to R-WIN-8): 5-minute
+	// windows, 5-minute allowed lateness.
 	{"seed001", []string{"--window", "5m", "--allowed-lateness", "5m", "--key", "data.kassa", "--value", "data.summa", "--compare"}},
 	// Windows and features together, every kind of invalid line, a duplicate.
 	{"edge", []string{"--window", "1m", "--rolling", "30s", "--key", "data.user", "--value", "data.nilai", "--compare"}},
@@ -142,13 +144,14 @@ func simOfType(ls []simLine, typ string) []simLine {
 	return r
 }
 
-// TestSimulateSeed000 checks the golden run against the seed's own table,
+// TestSimulateSeed000 checks the golden run against the fraud-features
+// table (docs/requirements.md R-ROLL-3),
 // so the golden file cannot silently encode a wrong answer.
 func TestSimulateSeed000(t *testing.T) {
 	out, _ := simulate(t, "seed000", simulateCases[0].args)
 	ls := simParse(t, out)
 	at := func(s int) string { return "2026-11-07T12:" + simTwo(s/60) + ":" + simTwo(s%60) + "Z" }
-	// The seed's table: et, user, wm (-1: none), count_60s, sum_60s.
+	// The fraud-features table: et, user, wm (-1: none), count_60s, sum_60s.
 	table := []struct {
 		et    int
 		user  string
@@ -180,7 +183,8 @@ func TestSimulateSeed000(t *testing.T) {
 	if len(late) != 1 || late[0].Key != "Budi" || late[0].EventTime != at(52) || *late[0].Watermark != at(73) {
 		t.Errorf("late lines %+v, want Budi et=52 at wm=73", late)
 	}
-	// The late line comes where the seed prints DIBUANG: after Dewi et=78.
+	// The late line comes where the fraud-features table prints DIBUANG
+	// (dropped): after Dewi et=78.
 	for i, l := range ls {
 		if l.Type == "late" && (ls[i-1].EventTime != at(78) || ls[i+1].EventTime != at(90)) {
 			t.Errorf("late line out of order at line %d", i+1)
@@ -216,7 +220,8 @@ func TestSimulateSeed000(t *testing.T) {
 
 func simTwo(n int) string { return string([]byte{byte('0' + n/10), byte('0' + n%10)}) }
 
-// TestSimulateSeed001 checks seed 001's story: the 09:55–10:00 window fires
+// TestSimulateSeed001 checks the lateness example (docs/requirements.md
+// R-WIN-6 to R-WIN-8): the 09:55–10:00 window fires
 // on time, the 09:58 payment arriving before wm 10:05 fires a late pane
 // version 2, the 09:59 one arriving after wm ≥ 10:05 goes to the late
 // output, and the recompute shows what the stream missed.

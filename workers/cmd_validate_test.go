@@ -17,10 +17,11 @@ import (
 	"reckon/internal/event"
 )
 
-// validateSeed is the seed-002 example envelope.
+// validateSeed is the sensor example envelope (docs/requirements.md
+// R-GATE-1).
 const validateSeed = `{"event_id":"a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d","event_type":"sensor.suhu.terbaca","occurred_at":"2026-11-07T08:30:00Z","data":{"id_perangkat":"sensor-07","lantai":3,"suhu_c":24.5}}`
 
-// validateNow is one minute after the seed's occurred_at.
+// validateNow is one minute after the example's occurred_at.
 const validateNow = "2026-11-07T08:31:00Z"
 
 // validateMain runs `reckon validate` through Main and decodes its verdicts.
@@ -68,7 +69,7 @@ func seedWith(t *testing.T, old, new string) string {
 func TestValidateSeed002(t *testing.T) {
 	vs := validateMain(t, validateSeed+"\n", "--now", validateNow)
 	if len(vs) != 1 || !vs[0].Valid || vs[0].Line != 1 || len(vs[0].Fields) != 0 || len(vs[0].Reasons) != 0 {
-		t.Fatalf("seed-002: %+v", vs)
+		t.Fatalf("sensor example: %+v", vs)
 	}
 }
 

@@ -20,7 +20,8 @@ var (
 )
 
 // runVerify is `reckon verify --manifest F [--stream S] [--truth]`: the
-// conservation check of issue 8. It reads the generator's manifest, the
+// conservation check (docs/requirements.md R-PROOF-1, R-PROOF-2). It reads
+// the generator's manifest, the
 // summaries, late and DLQ topics (read_committed) and the stream's
 // committed operator state, prints the ledger and fails when a record is
 // lost or counted twice, or, with --truth, when a closed window's highest

@@ -49,7 +49,8 @@ var (
 	uiCheck     = flag.String("ui", "", "with -e2e: run the Temporal UI and check it with headless chromium, writing screenshots into this directory")
 )
 
-// TestTruthEndToEnd is issue 5's done-when, on the real Temporal dev server
+// TestTruthEndToEnd is the batch truth's acceptance test
+// (docs/requirements.md R-TRUTH-11), on the real Temporal dev server
 // and a kfake broker with the stream worker in process: live generator
 // traffic with events beyond allowed lateness; the stream publishes panes;
 // too-late events trigger targeted corrections (time-to-truth measured);

@@ -22,7 +22,8 @@ import (
 )
 
 // zreportShifts sets the business keys of TestZReportGeneratorShifts
-// (issue 6's 1,000-shift run; `make test` runs it with 1000). Off by
+// (docs/requirements.md R-Z-13's 1,000-shift run; `make test` runs it
+// with 1000). Off by
 // default: at the dev server's ~100–200 signals/s it takes a few minutes.
 var zreportShifts = flag.Int("zreport-shifts", 0, "business keys in TestZReportGeneratorShifts (0 = skip); e.g. -args -zreport-shifts 1000")
 

@@ -25,7 +25,8 @@ import (
 	"reckon/lake"
 )
 
-// Fixtures after seed 003: one fiscal drive's shift 142, closed 23:00 UTC.
+// Fixtures (docs/requirements.md R-Z): one fiscal drive's shift 142, closed
+// 23:00 UTC.
 var (
 	zKey    = zreport.Key{FiscalDrive: "9960440300123456", Shift: 142}
 	zClosed = time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC)

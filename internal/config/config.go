@@ -142,7 +142,7 @@ type StreamWorker struct {
 	// DedupMaxEntries bounds the dedup memory per partition. Default 1,000,000.
 	DedupMaxEntries int `yaml:"dedup_max_entries"`
 	// MaxAttempts is how often a failing record is processed before it goes
-	// to the DLQ (seed 004). Default 3.
+	// to the DLQ (docs/requirements.md R-DLQ-2). Default 3.
 	MaxAttempts int `yaml:"max_attempts"`
 	// Instance names this worker process; its Kafka transactional id is
 	// <client_id>-stream-<instance>, so a restarted instance fences its

@@ -6,8 +6,9 @@ import (
 	"github.com/valyala/fastjson"
 )
 
-// BenchmarkGateCheck is the stream hot path: decode and gate the seed-002
-// envelope (budget ≤ ~600 ns/event). Besides ns/op it reports cpu-ns/op,
+// BenchmarkGateCheck is the stream hot path: decode and gate the sensor
+// example envelope (docs/requirements.md R-GATE-1, R-PERF-1; budget
+// ≤ ~600 ns/event). Besides ns/op it reports cpu-ns/op,
 // the process CPU time per op, which a busy shared machine inflates less.
 func BenchmarkGateCheck(b *testing.B) {
 	g := newTestGate(b)

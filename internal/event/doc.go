@@ -1,5 +1,6 @@
 // Package event is the vocabulary every other reckon package shares: the
-// seed-002 envelope and its decoder, the quality gate that validates
+// event envelope (docs/requirements.md R-GATE-1) and its decoder, the
+// quality gate that validates
 // envelopes against rules from configuration, the dead-letter record, and the
 // pane and feature records the speed and batch layers publish.
 //

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Envelope is a decoded seed-002 event envelope:
+// Envelope is a decoded event envelope (docs/requirements.md R-GATE-1):
 //
 //	{"event_id": "<uuid>", "event_type": "object.action",
 //	 "occurred_at": "<RFC 3339>", "data": {...}}

@@ -15,7 +15,7 @@ func TestCheckSeed002(t *testing.T) {
 	e, r := g.Check([]byte(seed002), seedArrival)
 	consistent(t, e, r)
 	if !r.Valid {
-		t.Fatalf("seed-002 example rejected: %q", r.Reasons)
+		t.Fatalf("sensor example rejected: %q", r.Reasons)
 	}
 	if e.EventID != "a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d" || e.EventType != "sensor.suhu.terbaca" {
 		t.Errorf("envelope = %q %q", e.EventID, e.EventType)
@@ -38,13 +38,13 @@ func TestCheckSeed002(t *testing.T) {
 	if string(e.Raw()) != seed002 {
 		t.Errorf("Raw = %s", e.Raw())
 	}
-	// The seed document's own, pretty-printed layout.
+	// The example's own, pretty-printed layout (docs/requirements.md R-GATE-1).
 	pretty := "{\n\"event_id\": \"a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d\",\n\"event_type\": \"sensor.suhu.terbaca\",\n" +
 		"\"occurred_at\": \"2026-11-07T08:30:00Z\",\n\"data\": {\n\"id_perangkat\": \"sensor-07\",\n\"lantai\": 3,\n\"suhu_c\": 24.5\n}\n}\n"
 	e, r = g.Check([]byte(pretty), seedArrival)
 	consistent(t, e, r)
 	if !r.Valid {
-		t.Fatalf("pretty seed-002 rejected: %q", r.Reasons)
+		t.Fatalf("pretty sensor example rejected: %q", r.Reasons)
 	}
 	if got := string(e.DataJSON()); got != "{\n\"id_perangkat\": \"sensor-07\",\n\"lantai\": 3,\n\"suhu_c\": 24.5\n}" {
 		t.Errorf("DataJSON not lossless: %q", got)

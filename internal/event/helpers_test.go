@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// seed002 is the example envelope of seed 002.
+// seed002 is the sensor example envelope (docs/requirements.md R-GATE-1).
 const seed002 = `{"event_id":"a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d","event_type":"sensor.suhu.terbaca","occurred_at":"2026-11-07T08:30:00Z","data":{"id_perangkat":"sensor-07","lantai":3,"suhu_c":24.5}}`
 
-// seedArrival is one minute after the seed's occurred_at.
+// seedArrival is one minute after the example's occurred_at.
 var seedArrival = time.Date(2026, 11, 7, 8, 31, 0, 0, time.UTC)
 
 func ptr(f float64) *float64 { return &f }

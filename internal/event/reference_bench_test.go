@@ -8,7 +8,8 @@ import (
 
 // BenchmarkReferenceEncodingJSON is the reference the gate replaces (ADR
 // 0007), measured in the same run: the standard library decoding the same
-// seed-002 envelope into structs, data and the RFC 3339 time included,
+// sensor example envelope (docs/requirements.md R-GATE-1) into structs,
+// data and the RFC 3339 time included,
 // without any of the gate's checks.
 func BenchmarkReferenceEncodingJSON(b *testing.B) {
 	type reading struct {

@@ -1,6 +1,7 @@
 // Package generate synthesises reckon's traffic: temperature readings
-// (seed 002), checkout payments (seeds 000/001) and fiscal Z-report parts
-// from OFD, DWH and RMS (seed 003), with the faults real sources have — late
+// (docs/requirements.md R-GATE-5), checkout payments (R-ROLL, R-WIN) and
+// fiscal Z-report parts from OFD, DWH and RMS (R-Z-2), with the faults real
+// sources have — late
 // and very late deliveries, redeliveries, clock skew, corrected resends,
 // missing parts and poison records of every kind the quality gate rejects.
 //

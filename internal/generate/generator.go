@@ -328,7 +328,8 @@ var indonesianNames = []string{
 	"Wulan", "Dimas", "Ratna", "Fajar", "Intan", "Bayu", "Maya", "Arif", "Sari", "Teguh",
 }
 
-// userIDs returns n user ids: the seed's names first, then generated ids
+// userIDs returns n user ids: the fraud-features example's names first
+// (docs/requirements.md R-ROLL-3), then generated ids
 // matching [A-Za-z0-9_-]{1,64}.
 func userIDs(r *rng, n int) []string {
 	ids := make([]string, 0, n)

@@ -391,7 +391,8 @@ func cmpChain(cs ...int) int {
 	return 0
 }
 
-// zstatus applies issue 6's rule: all three sources present, then matched
+// zstatus applies the rule of docs/requirements.md R-Z-3 and R-Z-6: all
+// three sources present, then matched
 // when receipts are equal and totals equal within 0.005 (kopeks equal).
 func zstatus(kopeks map[string]int64, src map[string]Figures) string {
 	for _, s := range Sources {

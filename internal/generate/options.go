@@ -16,14 +16,16 @@ type Scenario string
 // Scenarios.
 const (
 	// Sensors: temperature readings sensor.suhu.terbaca from devices
-	// sensor-01.. on floors 1–10 (seed 002), stream suhu.
+	// sensor-01.. on floors 1–10 (docs/requirements.md R-GATE-5), stream suhu.
 	Sensors Scenario = "sensors"
 	// Payments: payment.checkout.completed from users such as Budi, Siti and
-	// Dewi (seed 000), amounts in IDR, stream payments; mobile checkouts are
+	// Dewi (docs/requirements.md R-ROLL-3), amounts in IDR, stream payments;
+	// mobile checkouts are
 	// the late ones.
 	Payments Scenario = "payments"
 	// Fiscal: Z-report parts zreport.{ofd.received,dwh.computed,rms.computed}
-	// per (fiscal drive, shift) (seed 003); OFD arrives days late.
+	// per (fiscal drive, shift) (docs/requirements.md R-Z-2); OFD arrives days
+	// late.
 	Fiscal Scenario = "fiscal"
 )
 

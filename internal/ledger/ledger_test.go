@@ -31,7 +31,8 @@ func pane(key string, start time.Time, count int64, sum, min, max float64, v int
 	return event.Pane{Stream: "payments", Key: key, WindowStart: start, WindowEnd: start.Add(time.Minute), Count: count, Sum: sum, Min: min, Max: max, Version: v}
 }
 
-// Seed 000's price of speed: Budi's window misses the event the stream
+// The fraud-features price of speed (docs/requirements.md R-ROLL-4): Budi's
+// window misses the event the stream
 // dropped (3 / 240,000 + late 350,000 vs truth 4 / 590,000).
 func TestLedgerSeed000(t *testing.T) {
 	w := time.Date(2026, 11, 7, 12, 0, 0, 0, time.UTC)

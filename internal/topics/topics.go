@@ -1,4 +1,5 @@
-// Package topics is the topic map as code (seed 002): it loads
+// Package topics is the topic map as code (docs/requirements.md R-TOPIC):
+// it loads
 // deploy/topics.yaml, applies it to a cluster idempotently and reports drift.
 package topics
 

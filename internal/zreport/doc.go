@@ -1,5 +1,6 @@
 // Package zreport is the decision core of Z-report business-key aggregation
-// (seed 003, DESIGN §6): one State per business key — fiscal drive number
+// (docs/requirements.md R-Z, docs/adr/0005-zreport-entity-workflows.md):
+// one State per business key — fiscal drive number
 // (ФН, 16 digits) plus shift number — assembled from three parts, OFD (the
 // fiscal data operator's Z-report, the only primary document), DWH (an
 // aggregate of receipts) and RMS (an aggregate of operations), in any order,

@@ -13,7 +13,8 @@ import (
 
 // Line is one JSONL envelope of a Z-report part, as `reckon zreport
 // simulate` reads it and `reckon zreport ofd-sim` loads documents: the
-// seed-002 envelope plus a top-level arrived_at (the simulated arrival).
+// event envelope (docs/requirements.md R-GATE-1) plus a top-level
+// arrived_at (the simulated arrival).
 type Line struct {
 	EventID    string          `json:"event_id"`
 	EventType  string          `json:"event_type"`

@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// The business key and shift of seed 003's examples: a fiscal drive (ФН)
+// The business key and shift of the fixtures (docs/requirements.md R-Z-1):
+// a fiscal drive (ФН)
 // and a shift closed at 23:00 UTC on 1 January.
 var (
 	key    = Key{FiscalDrive: "9960440300123456", Shift: 142}
@@ -35,7 +36,8 @@ func mustApply(t *testing.T, s *State, p Part, now time.Time) Outcome {
 	return out
 }
 
-// TestAllOrdersMatch: seed 003 — each message adds its block to the
+// TestAllOrdersMatch (docs/requirements.md R-Z-2, R-Z-3): each message
+// adds its block to the
 // aggregate whatever the order; only RMS present → still incomplete; the
 // third source makes it complete. All six orders give one final version 1,
 // matched, after two changelog entries.
@@ -82,7 +84,8 @@ func TestAllOrdersMatch(t *testing.T) {
 	}
 }
 
-// TestRMSOnlyStaysIncomplete: seed 003 — after data from RMS alone the object
+// TestRMSOnlyStaysIncomplete (docs/requirements.md R-Z-3, R-Z-4): after
+// data from RMS alone the object
 // remains incomplete; the changelog says exactly what is missing.
 func TestRMSOnlyStaysIncomplete(t *testing.T) {
 	s := New(key, policy)
@@ -102,7 +105,8 @@ func TestRMSOnlyStaysIncomplete(t *testing.T) {
 	}
 }
 
-// TestDuplicatesCountedAppliedOnce: seed 003 keeps a counter per source
+// TestDuplicatesCountedAppliedOnce (docs/requirements.md R-Z-7): the
+// Z-report article keeps a counter per source
 // (ofdReportCounter, dwhReportCounter, operationReportCounter); the same
 // event_id again is counted, never applied twice, before and after final.
 func TestDuplicatesCountedAppliedOnce(t *testing.T) {
@@ -297,7 +301,8 @@ func TestOFDDocumentFound(t *testing.T) {
 	}
 }
 
-// TestPartAfterFinalization: seed 003's aggregate skipped messages after
+// TestPartAfterFinalization (docs/requirements.md R-Z-9): the Z-report
+// article's aggregate skipped messages after
 // completion; reckon publishes a new version instead, never a silent run.
 func TestPartAfterFinalization(t *testing.T) {
 	s := New(key, policy)

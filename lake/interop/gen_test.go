@@ -15,7 +15,7 @@ var start = time.Date(2026, 11, 7, 0, 0, 0, 0, time.UTC)
 
 const topic = "m8-suhu-kejadian"
 
-// envelope renders one seed-002 sensor envelope.
+// envelope renders one sensor envelope (docs/requirements.md R-GATE-1).
 func envelope(id string, occurred time.Time, key string, lantai int, suhu float64) []byte {
 	return fmt.Appendf(nil, `{"event_id":%q,"event_type":"sensor.suhu.terbaca","occurred_at":%q,"data":{"id_perangkat":%q,"lantai":%d,"suhu_c":%s}}`,
 		id, occurred.Format(time.RFC3339Nano), key, lantai, strconv.FormatFloat(suhu, 'f', -1, 64))
@@ -45,7 +45,8 @@ func uuid(rng *rand.Rand) string {
 }
 
 // hourRows makes n raw rows of one hour (hours after start) for the
-// benchmark lakes: keys sensor-00.., values like the seed's temperatures.
+// benchmark lakes: keys sensor-00.., values like the sensor example's
+// temperatures (docs/requirements.md R-GATE-1).
 func hourRows(rng *rand.Rand, hour, n, keys int, firstOffset int64) []lake.RawRow {
 	rows := make([]lake.RawRow, n)
 	base := start.Add(time.Duration(hour) * time.Hour).UnixMicro()

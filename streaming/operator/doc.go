@@ -1,7 +1,8 @@
 // Package operator is the speed layer's decision core: a per-partition state
 // machine that turns records (event id, key, value, event time, arrival time)
 // into versioned window panes, rolling features and late side-output
-// records, with Flink's event-time semantics (DESIGN.md §4, seeds 000/001).
+// records, with Flink's event-time semantics (docs/requirements.md R-WIN,
+// R-ROLL, R-DEL-1, R-DEL-2).
 //
 // The same code runs in three places: `reckon stream` (the Kafka shell owns
 // one Operator per assigned partition inside that partition's run loop),

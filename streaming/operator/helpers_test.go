@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// t0 is 12:00 on the day of seed 000; sec(n) is n seconds after it.
+// t0 is 12:00 on the day of the fraud-features example
+// (docs/requirements.md R-ROLL-3); sec(n) is n seconds after it.
 var t0 = time.Date(2026, 11, 7, 12, 0, 0, 0, time.UTC)
 
 func sec(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }

@@ -147,7 +147,8 @@ const (
 // Has reports whether every flag of f is set in v.
 func (v Verdict) Has(f Verdict) bool { return v&f == f }
 
-// Feature is a rolling feature value for one accepted event (seed 000).
+// Feature is a rolling feature value for one accepted event
+// (docs/requirements.md R-ROLL-1).
 // Event converts it to the shared record type for publishing.
 type Feature struct {
 	Ref       int64

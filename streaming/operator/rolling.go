@@ -95,7 +95,8 @@ func (o *Operator) feature(r *Record, et int64, out *Out) {
 	out.Features = append(out.Features, f)
 }
 
-// RollingTruth is the batch side of seed 000's comparison: count and sum
+// RollingTruth is the batch side of the fraud-features comparison
+// (docs/requirements.md R-ROLL-4): count and sum
 // (as an Agg) over (at − size, at] of the given events of one key, folded in
 // event-time order (ties in slice order) exactly as the operator folds a
 // feature. The caller passes the events it wants counted: all valid unique

@@ -7,8 +7,9 @@ import (
 	"reckon/internal/event"
 )
 
-// seed000 is seed 000's 14 checkout events: (arrival s, event time s, user,
-// amount), seconds after 12:00.
+// seed000 is the fraud-features example's 14 checkout events
+// (docs/requirements.md R-ROLL-3): (arrival s, event time s, user, amount),
+// seconds after 12:00.
 var seed000 = []struct {
 	arr, et int
 	user    string
@@ -21,8 +22,9 @@ var seed000 = []struct {
 	{96, 95, "Dewi", 75000}, {99, 99, "Budi", 45000},
 }
 
-// TestSeed000Features reproduces seed 000's table line by line: 60s rolling
-// window, watermark = max event time − 5s, lateness 0.
+// TestSeed000Features reproduces the fraud-features table line by line
+// (docs/requirements.md R-ROLL-3, R-WIN-2): 60s rolling window, watermark =
+// max event time − 5s, lateness 0.
 func TestSeed000Features(t *testing.T) {
 	want := []struct {
 		wm    int // -1: no watermark yet
@@ -70,7 +72,7 @@ func TestSeed000Features(t *testing.T) {
 	if s.Records != 14 || s.Accepted != 13 || s.Late != 1 || s.Features != 13 {
 		t.Errorf("stats %+v, want records 14 accepted 13 late 1", s)
 	}
-	// The seed's closing comparison: Budi's last accepted event is et=99;
+	// The closing comparison (R-ROLL-4): Budi's last accepted event is et=99;
 	// the stream saw 3 events / 240,000 in (39, 99], the truth is 4 / 590,000.
 	var all, accepted []Record
 	for i, e := range seed000 {
@@ -91,9 +93,10 @@ func TestSeed000Features(t *testing.T) {
 	}
 }
 
-// TestSeed001Windows: 5-minute windows, 5-minute lateness. The 09:55–10:00
-// window fires on time, a 09:58 event arriving while wm < 10:05 fires a late
-// pane version 2, and once wm ≥ 10:05 an event for it is late.
+// TestSeed001Windows (docs/requirements.md R-WIN-6 to R-WIN-8): 5-minute
+// windows, 5-minute lateness. The 09:55–10:00 window fires on time, a 09:58
+// event arriving while wm < 10:05 fires a late pane version 2, and once
+// wm ≥ 10:05 an event for it is late.
 func TestSeed001Windows(t *testing.T) {
 	at := func(hm string) time.Time {
 		tm, err := time.Parse("15:04:05", hm)

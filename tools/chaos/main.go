@@ -1,4 +1,5 @@
-// Command chaos is `make chaos` (issue 8): it runs the dev stack (`reckon
+// Command chaos is `make chaos` (docs/requirements.md R-PROOF-3): it runs
+// the dev stack (`reckon
 // dev`) on loopback with a temporary data dir and lake, produces a finite
 // payments run with a manifest at a steady rate, SIGKILLs the stream
 // component 3×, the batch component 2×, the Temporal dev server once and
