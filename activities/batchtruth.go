@@ -1,0 +1,83 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"reckon/internal/config"
+	"reckon/lake"
+)
+
+// Truth holds the dependencies of the batch-truth activities: the pane
+// archive, the late-topic reader, recompute, reports and replay status
+// (docs/adr/0008-batch-truth.md). Its methods are safe for concurrent use.
+type Truth struct {
+	Cfg  *config.Config
+	Lake *lake.Lake
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// SignalLate hands the too-late events of one stream to its targeted
+	// correction workflow (signal-with-start). The wiring sets it: the
+	// workflow's names live in package workflows, which activities must
+	// not import.
+	SignalLate func(ctx context.Context, stream string, items []LateItem) error
+}
+
+func (a *Truth) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// Error types of the truth activities that no retry can fix.
+const (
+	ErrTypeTruthInput = "TruthInvalidInput" // unknown stream, bad range
+	ErrTypeTruthTopic = "TruthTopic"        // a topic or partition that does not exist
+)
+
+func badInput(format string, a ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("truth: "+format, a...), ErrTypeTruthInput, nil)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "(nothing)"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func floorNanos(t, size int64) int64 {
+	m := t % size
+	if m < 0 {
+		m += size
+	}
+	return t - m
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
