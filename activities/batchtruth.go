@@ -11,10 +11,19 @@ import (
 	"reckon/lake"
 )
 
-// Truth holds the dependencies of the batch-truth activities: the pane
-// archive, the late-topic reader, recompute, reports and replay status
+// BatchTruth holds the dependencies of the batch-truth activities: the
+// pane archive, the late-topic reader, recompute, reports and replay status
 // (docs/adr/0008-batch-truth.md). Its methods are safe for concurrent use.
-type Truth struct {
+//
+// "Truth" alone names several things; each has its own name: BatchTruth is
+// this group of activities, recomputeAggregates its fold of the lake's raw
+// rows into window aggregates (through operator.Truth, the stream
+// operator's window code run unbounded), and the lake's truth table
+// (lake.WriteTruth/ReadTruth) holds the recomputed windows that
+// RecomputeWindows writes. Temporal registers the activities by method
+// name (RecomputeWindows, CheckHorizon, TruthStreams, ...), not by this
+// type's name, so recorded histories stay valid across the rename.
+type BatchTruth struct {
 	Cfg  *config.Config
 	Lake *lake.Lake
 	// Now is the clock; default time.Now.
@@ -26,7 +35,13 @@ type Truth struct {
 	SignalLate func(ctx context.Context, stream string, items []LateItem) error
 }
 
-func (a *Truth) now() time.Time {
+// Truth is the former name of BatchTruth.
+//
+// Deprecated: use BatchTruth. It stays while lake/interop's recompute
+// benchmark still names it.
+type Truth = BatchTruth
+
+func (a *BatchTruth) now() time.Time {
 	if a.Now != nil {
 		return a.Now()
 	}

@@ -20,7 +20,7 @@ type ExtentInput struct {
 // a stream whose traffic stopped early need not wait for the day's end.
 // Windows beyond it that get events later are the next run's (or, if too
 // late, a targeted correction's).
-func (a *Truth) RecomputeExtent(ctx context.Context, in ExtentInput) (time.Time, error) {
+func (a *BatchTruth) RecomputeExtent(ctx context.Context, in ExtentInput) (time.Time, error) {
 	st, ok := a.Cfg.StreamByName(in.Stream)
 	if !ok {
 		return time.Time{}, badInput("unknown stream %q", in.Stream)

@@ -61,7 +61,7 @@ func Horizon(s config.Stream, b config.Batch, end time.Time) time.Time {
 // consumer group consumed past the horizon on every partition (a stream
 // that is down or behind still holds windows and would race the batch on
 // their next version).
-func (a *Truth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResult, error) {
+func (a *BatchTruth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResult, error) {
 	st, ok := a.Cfg.StreamByName(in.Stream)
 	if !ok {
 		return HorizonResult{}, badInput("unknown stream %q", in.Stream)
@@ -141,7 +141,7 @@ type partitionPos struct{ consumed, end int64 }
 
 // streamPositions returns the stream group's committed offset per
 // partition of topic (none when the group never committed).
-func (a *Truth) streamPositions(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+func (a *BatchTruth) streamPositions(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
 	committed, err := adm.FetchOffsetsForTopics(ctx, a.Cfg.Stream.Group, topic)
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return map[int32]int64{}, nil // the stream never committed anything
@@ -178,7 +178,7 @@ func (a *Truth) streamPositions(ctx context.Context, adm *kadm.Client, topic str
 //     included, restarts the idle clock.
 //
 // It returns what is missing, or "".
-func (a *Truth) watermarksPast(ctx context.Context, st config.Stream, end time.Time, parts map[int32]partitionPos) (string, error) {
+func (a *BatchTruth) watermarksPast(ctx context.Context, st config.Stream, end time.Time, parts map[int32]partitionPos) (string, error) {
 	purgeAt := end.Add(st.AllowedLateness)
 	needET := purgeAt.Add(st.OutOfOrderness).UnixMicro()
 	// The watermark after the partition's records: the maximum event time

@@ -57,7 +57,7 @@ type ReadLateResult struct {
 // window) it belongs to, and signals every stream's correction workflow
 // with its items. A retry signals the same items again; the correction
 // workflow keeps a set, and a repeated recompute publishes nothing new.
-func (a *Truth) ReadLate(ctx context.Context, in ReadLateInput) (ReadLateResult, error) {
+func (a *BatchTruth) ReadLate(ctx context.Context, in ReadLateInput) (ReadLateResult, error) {
 	if in.MaxRecords <= 0 {
 		in.MaxRecords = 10_000
 	}
@@ -155,7 +155,7 @@ func (a *Truth) ReadLate(ctx context.Context, in ReadLateInput) (ReadLateResult,
 // lateItem decodes a late record: the stream from its header, the key from
 // the original envelope (the stream's key field), the window from the
 // event time.
-func (a *Truth) lateItem(gate *event.Gate, r *kgo.Record) (string, LateItem, bool) {
+func (a *BatchTruth) lateItem(gate *event.Gate, r *kgo.Record) (string, LateItem, bool) {
 	var stream string
 	it := LateItem{LateAt: r.Timestamp.UTC(), SourcePartition: -1, SourceOffset: -1}
 	for _, h := range r.Headers {

@@ -18,7 +18,7 @@ import (
 
 // PaneCursor returns where archiving the summaries partition resumes: the
 // lake's progress for it, or 0.
-func (a *Truth) PaneCursor(ctx context.Context, topic string, partition int32) (int64, error) {
+func (a *BatchTruth) PaneCursor(ctx context.Context, topic string, partition int32) (int64, error) {
 	p, err := a.Lake.ReadProgress(topic, partition)
 	if errors.Is(err, lake.ErrNoProgress) {
 		return 0, nil
@@ -39,7 +39,7 @@ type PaneEnd struct {
 // PaneArchiveEnd reads the last stable offset of topic/partition. The
 // workflow fixes the step's range from it, so a retried step reads exactly
 // the same records and writes the same files.
-func (a *Truth) PaneArchiveEnd(ctx context.Context, topic string, partition int32) (PaneEnd, error) {
+func (a *BatchTruth) PaneArchiveEnd(ctx context.Context, topic string, partition int32) (PaneEnd, error) {
 	adm, closeAdm, err := kafkaconn.NewAdmin(a.Cfg.Kafka, "pane-archive")
 	if err != nil {
 		return PaneEnd{}, err
@@ -76,7 +76,7 @@ type ArchivePanesResult struct {
 // stream and window date named <topic>-<partition>-<From>-<To-1>, then
 // records progress. A retry reads the same range and rewrites the same
 // files.
-func (a *Truth) ArchivePanes(ctx context.Context, in ArchivePanesInput) (ArchivePanesResult, error) {
+func (a *BatchTruth) ArchivePanes(ctx context.Context, in ArchivePanesInput) (ArchivePanesResult, error) {
 	res := ArchivePanesResult{Next: in.From}
 	if in.To < in.From || in.From < 0 {
 		return res, badInput("pane archive range [%d, %d)", in.From, in.To)

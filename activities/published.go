@@ -43,7 +43,7 @@ func (p *published) add(pn event.Pane) {
 // plus the rest of the summaries topic read directly, after waiting until
 // every transaction open when it started has ended (so a correction this
 // process or a concurrent one just committed is seen).
-func (a *Truth) latestPanes(ctx context.Context, stream string, from, to time.Time) (map[winKey]*published, error) {
+func (a *BatchTruth) latestPanes(ctx context.Context, stream string, from, to time.Time) (map[winKey]*published, error) {
 	out := map[winKey]*published{}
 	add := func(p event.Pane) {
 		if p.Stream != stream || p.WindowStart.Before(from) || !p.WindowStart.Before(to) {

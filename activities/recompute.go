@@ -122,7 +122,7 @@ func TruthFileName(in RecomputeInput) string {
 // publishes the corrections in one Kafka transaction. A retry or a repeat
 // finds its own corrections published and publishes nothing new. The
 // caller must have checked the horizon (CheckHorizon).
-func (a *Truth) RecomputeWindows(ctx context.Context, in RecomputeInput) (RecomputeResult, error) {
+func (a *BatchTruth) RecomputeWindows(ctx context.Context, in RecomputeInput) (RecomputeResult, error) {
 	var res RecomputeResult
 	st, ok := a.Cfg.StreamByName(in.Stream)
 	if !ok {
@@ -154,7 +154,7 @@ func (a *Truth) RecomputeWindows(ctx context.Context, in RecomputeInput) (Recomp
 	}
 	selected := func(k winKey) bool { return len(only) == 0 || only[k] }
 
-	truth, beyond, err := a.truth(ctx, st, from, to, keys, selected, pub)
+	truth, beyond, err := a.recomputeAggregates(ctx, st, from, to, keys, selected, pub)
 	if err != nil {
 		return res, err
 	}
@@ -242,7 +242,7 @@ func (a *Truth) RecomputeWindows(ctx context.Context, in RecomputeInput) (Recomp
 		return res, nil
 	}
 	if len(corrections) == 0 {
-		if err := a.writeTruth(&res, in, truthRows); err != nil {
+		if err := a.writeTruthTable(&res, in, truthRows); err != nil {
 			return res, err
 		}
 		return res, nil
@@ -297,7 +297,7 @@ func changes(cs []candidate) []WindowChange {
 // truth may be older than theirs: never publish over a fresher one), write
 // the truth rows, and publish the rest in one transaction. A fenced commit
 // fails; the caller retries the critical section.
-func (a *Truth) publishFenced(ctx context.Context, res *RecomputeResult, in RecomputeInput, cands []candidate, truthRows []event.Pane) ([]candidate, error) {
+func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in RecomputeInput, cands []candidate, truthRows []event.Pane) ([]candidate, error) {
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(a.Cfg.Kafka, "truth"),
 		kgo.TransactionalID(res.TransactionalID),
 		kgo.TransactionTimeout(time.Minute),
@@ -330,7 +330,7 @@ func (a *Truth) publishFenced(ctx context.Context, res *RecomputeResult, in Reco
 		panes = append(panes, c.pane)
 	}
 	// The lake first: a correction on the topic always has its truth row.
-	if err := a.writeTruth(res, in, rows); err != nil {
+	if err := a.writeTruthTable(res, in, rows); err != nil {
 		return nil, err
 	}
 	if len(panes) == 0 {
@@ -339,7 +339,10 @@ func (a *Truth) publishFenced(ctx context.Context, res *RecomputeResult, in Reco
 	return keep, a.publish(ctx, cl, panes, in.Trigger)
 }
 
-func (a *Truth) writeTruth(res *RecomputeResult, in RecomputeInput, rows []event.Pane) error {
+// writeTruthTable writes rows to the lake's truth table (the recomputed
+// windows, lake.WriteTruth) under the recompute's file name and records the
+// files in res.
+func (a *BatchTruth) writeTruthTable(res *RecomputeResult, in RecomputeInput, rows []event.Pane) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -354,11 +357,12 @@ func (a *Truth) writeTruth(res *RecomputeResult, in RecomputeInput, rows []event
 	return nil
 }
 
-// truth scans [from, to) of st's topic chunk by chunk (bounded memory: the
-// operator's dedup set holds one chunk's ids) and folds the selected rows
-// through operator.Truth. beyond counts, per window, events that arrived
-// after the stream's latest pane of it was emitted.
-func (a *Truth) truth(ctx context.Context, st config.Stream, from, to time.Time, keys []string, selected func(winKey) bool, pub map[winKey]*published) (map[winKey]event.Agg, map[winKey]int64, error) {
+// recomputeAggregates scans [from, to) of st's topic chunk by chunk
+// (bounded memory: the operator's dedup set holds one chunk's ids) and
+// folds the selected rows through operator.Truth into each window's
+// aggregate. beyond counts, per window, events that arrived after the
+// stream's latest pane of it was emitted.
+func (a *BatchTruth) recomputeAggregates(ctx context.Context, st config.Stream, from, to time.Time, keys []string, selected func(winKey) bool, pub map[winKey]*published) (map[winKey]event.Agg, map[winKey]int64, error) {
 	step := st.Window * time.Duration(max(1, int64((time.Hour+st.Window-1)/st.Window)))
 	truth := map[winKey]event.Agg{}
 	beyond := map[winKey]int64{}
@@ -417,7 +421,7 @@ func (a *Truth) truth(ctx context.Context, st config.Stream, from, to time.Time,
 }
 
 // reason says why the published pane differs from the truth and counts it.
-func (a *Truth) reason(rep *TruthReport, pb *published, t event.Agg, beyond int64) string {
+func (a *BatchTruth) reason(rep *TruthReport, pb *published, t event.Agg, beyond int64) string {
 	switch {
 	case pb == nil:
 		rep.Reasons.Missing++
@@ -443,7 +447,7 @@ func (a *Truth) reason(rep *TruthReport, pb *published, t event.Agg, beyond int6
 }
 
 // publish produces the corrections in one transaction: all or none.
-func (a *Truth) publish(ctx context.Context, cl *kgo.Client, panes []event.Pane, trigger string) error {
+func (a *BatchTruth) publish(ctx context.Context, cl *kgo.Client, panes []event.Pane, trigger string) error {
 	if err := cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("truth: begin transaction: %w", err)
 	}
@@ -466,7 +470,7 @@ func (a *Truth) publish(ctx context.Context, cl *kgo.Client, panes []event.Pane,
 	return nil
 }
 
-func (a *Truth) checkRange(st config.Stream, from, to time.Time) error {
+func (a *BatchTruth) checkRange(st config.Stream, from, to time.Time) error {
 	switch {
 	case st.Window <= 0:
 		return badInput("stream %s has no window", st.Name)
@@ -483,7 +487,7 @@ func (a *Truth) checkRange(st config.Stream, from, to time.Time) error {
 // checkLakeColumns: the lake's key and value columns come from the first
 // stream reading a topic (activities.Archive.table); a stream sharing the
 // topic with other fields cannot be recomputed from them.
-func (a *Truth) checkLakeColumns(st config.Stream) error {
+func (a *BatchTruth) checkLakeColumns(st config.Stream) error {
 	for _, s := range a.Cfg.Streams {
 		if s.Topic != st.Topic {
 			continue

@@ -37,7 +37,7 @@ var t0 = time.Date(2026, 11, 7, 8, 0, 0, 0, time.UTC)
 type truthFixture struct {
 	cfg *config.Config
 	lk  *lake.Lake
-	a   *activities.Truth
+	a   *activities.BatchTruth
 	cl  *kgo.Client
 	seq int
 	// offsets of raw records produced per partition (for the lake)
@@ -60,7 +60,7 @@ func newTruthFixture(t *testing.T) *truthFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return &truthFixture{cfg: cfg, lk: lk, cl: cl, a: &activities.Truth{Cfg: cfg, Lake: lk, Now: func() time.Time { return t0.Add(48 * time.Hour) }}, raw: map[int32][]lake.RawRecord{}}
+	return &truthFixture{cfg: cfg, lk: lk, cl: cl, a: &activities.BatchTruth{Cfg: cfg, Lake: lk, Now: func() time.Time { return t0.Add(48 * time.Hour) }}, raw: map[int32][]lake.RawRecord{}}
 }
 
 // event adds a payment of user at et (arriving at arrival) to the raw
@@ -185,7 +185,7 @@ func latest(ps []event.Pane) (map[string]event.Pane, map[string][]int64) {
 	return hi, all
 }
 
-func run[T any](t *testing.T, a *activities.Truth, fn any, in ...any) (T, error) {
+func run[T any](t *testing.T, a *activities.BatchTruth, fn any, in ...any) (T, error) {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
@@ -427,7 +427,7 @@ func TestRecomputeRejectsBadRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	lk, _ := lake.Open(lake.Options{Root: cfg.Lake.Root})
-	f.a = &activities.Truth{Cfg: cfg, Lake: lk}
+	f.a = &activities.BatchTruth{Cfg: cfg, Lake: lk}
 	for _, in := range []activities.RecomputeInput{
 		{Stream: "payments", From: t0.Add(time.Minute), To: t0.Add(time.Hour)},
 		{Stream: "payments", From: t0, To: t0.Add(24 * time.Hour)},

@@ -13,8 +13,11 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-// TruthStreams returns the configured stream names, in configuration order.
-func (a *Truth) TruthStreams(ctx context.Context) ([]string, error) {
+// TruthStreams returns the names of the streams the batch truth covers
+// (those with a window), in configuration order. Its name is the activity
+// type that recorded reconcile and replay histories (workflows/testdata)
+// schedule, so it keeps it.
+func (a *BatchTruth) TruthStreams(ctx context.Context) ([]string, error) {
 	out := make([]string, 0, len(a.Cfg.Streams))
 	for _, s := range a.Cfg.Streams {
 		if s.Window > 0 {
@@ -46,7 +49,7 @@ type Report struct {
 
 // WriteReport writes r as JSON to reports/<kind>/<name>.json in the lake
 // and returns the path. Dry runs write nothing.
-func (a *Truth) WriteReport(ctx context.Context, r Report) (string, error) {
+func (a *BatchTruth) WriteReport(ctx context.Context, r Report) (string, error) {
 	if r.DryRun {
 		return "", nil
 	}
@@ -60,7 +63,7 @@ func (a *Truth) WriteReport(ctx context.Context, r Report) (string, error) {
 // WorkflowStatuses returns, for each workflow id, the status of its latest
 // run in lowercase ("completed", "failed", "running", ...), or "" when no
 // run exists. Replay uses it for --reprocess failed.
-func (a *Truth) WorkflowStatuses(ctx context.Context, ids []string) ([]string, error) {
+func (a *BatchTruth) WorkflowStatuses(ctx context.Context, ids []string) ([]string, error) {
 	c := activity.GetClient(ctx)
 	out := make([]string, len(ids))
 	for i, id := range ids {

@@ -34,11 +34,11 @@ func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake) {
 	} {
 		w.RegisterWorkflowWithOptions(wf.fn, workflow.RegisterOptions{Name: wf.name})
 	}
-	w.RegisterActivity(truthActivities(cfg, lk))
+	w.RegisterActivity(batchTruthActivities(cfg, lk))
 }
 
-func truthActivities(cfg *config.Config, lk *lake.Lake) *activities.Truth {
-	return &activities.Truth{Cfg: cfg, Lake: lk, SignalLate: func(ctx context.Context, stream string, items []activities.LateItem) error {
+func batchTruthActivities(cfg *config.Config, lk *lake.Lake) *activities.BatchTruth {
+	return &activities.BatchTruth{Cfg: cfg, Lake: lk, SignalLate: func(ctx context.Context, stream string, items []activities.LateItem) error {
 		_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, workflows.CorrectWorkflowID(stream), workflows.CorrectSignalLate, items,
 			client.StartWorkflowOptions{
 				TaskQueue:             cfg.Temporal.TaskQueue,

@@ -56,7 +56,7 @@ func PaneArchive(ctx workflow.Context, st PaneArchiveState) error {
 		return err
 	}
 	upsert(ctx, SATopic.ValueSet(st.Topic), SAPartition.ValueSet(int64(st.Partition)))
-	var a *activities.Truth
+	var a *activities.BatchTruth
 	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
