@@ -103,7 +103,7 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 	res := ArchiveRangeResult{Next: in.From}
 	gate, err := event.NewGate(a.Cfg.Gate)
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError("archive: gate rules", "config", err)
+		return res, temporal.NewNonRetryableApplicationError("archive: gate rules", ErrTypeConfig, err)
 	}
 
 	adm, closeAdm, err := kafkaconn.NewAdmin(a.Cfg.Kafka, "archive")
@@ -121,7 +121,7 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 		// The topic was recreated or truncated below our cursor: that is an
 		// operator decision, not something to paper over.
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("archive: cursor %d is beyond the end %d of %s/%d (topic recreated?)", in.From, end, in.Topic, in.Partition), "cursor", nil)
+			fmt.Sprintf("archive: cursor %d is beyond the end %d of %s/%d (topic recreated?)", in.From, end, in.Topic, in.Partition), ErrTypeCursor, nil)
 	}
 	if in.From == end {
 		res.CaughtUp = true
@@ -140,7 +140,7 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 
 	w, err := a.Lake.NewRawWriter(a.table(in.Topic), gate)
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError("archive: raw table", "config", err)
+		return res, temporal.NewNonRetryableApplicationError("archive: raw table", ErrTypeConfig, err)
 	}
 	var (
 		recs  []lake.RawRecord
@@ -237,7 +237,7 @@ func lastStable(ctx context.Context, adm *kadm.Client, topic string, partition i
 	}
 	o, ok := offs.Lookup(topic, partition)
 	if !ok {
-		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf("archive: %s/%d does not exist", topic, partition), "partition", nil)
+		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf("archive: %s/%d does not exist", topic, partition), ErrTypePartition, nil)
 	}
 	if o.Err != nil {
 		return 0, fmt.Errorf("archive: list offsets %s/%d: %w", topic, partition, o.Err)

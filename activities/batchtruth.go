@@ -48,12 +48,6 @@ func (a *BatchTruth) now() time.Time {
 	return time.Now()
 }
 
-// Error types of the truth activities that no retry can fix.
-const (
-	ErrTypeTruthInput = "TruthInvalidInput" // unknown stream, bad range
-	ErrTypeTruthTopic = "TruthTopic"        // a topic or partition that does not exist
-)
-
 func badInput(format string, a ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("truth: "+format, a...), ErrTypeTruthInput, nil)
 }

@@ -79,7 +79,7 @@ func (a *BatchTruth) ReadLate(ctx context.Context, in ReadLateInput) (ReadLateRe
 	}
 	gate, err := event.NewGate(a.Cfg.Gate)
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError("truth: gate rules", "config", err)
+		return res, temporal.NewNonRetryableApplicationError("truth: gate rules", ErrTypeConfig, err)
 	}
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(a.Cfg.Kafka, "late-watch"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{in.Topic: {in.Partition: kgo.NewOffset().At(in.From)}}),
@@ -139,7 +139,7 @@ func (a *BatchTruth) ReadLate(ctx context.Context, in ReadLateInput) (ReadLateRe
 	}
 	for _, s := range streams {
 		if a.SignalLate == nil {
-			return res, temporal.NewNonRetryableApplicationError("truth: no SignalLate wired", "config", nil)
+			return res, temporal.NewNonRetryableApplicationError("truth: no SignalLate wired", ErrTypeConfig, nil)
 		}
 		if err := a.SignalLate(ctx, s, items[s]); err != nil {
 			return res, fmt.Errorf("truth: signal correction of %s: %w", s, err)

@@ -299,7 +299,7 @@ func LateWatch(ctx workflow.Context, st LateWatchState) error {
 		StartToCloseTimeout: st.Wait + 2*time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{"config", "cursor", "partition"},
+			NonRetryableErrorTypes: []string{activities.ErrTypeConfig, activities.ErrTypeCursor, activities.ErrTypePartition},
 		},
 	})
 	for {
