@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"iter"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -159,84 +158,11 @@ func (a *BatchTruth) RecomputeWindows(ctx context.Context, in RecomputeInput) (R
 		return res, err
 	}
 
-	// Every window with events or a published pane, in key/window order.
-	cells := map[winKey]bool{}
-	for k := range truth {
-		cells[k] = true
-	}
-	for k := range pub {
-		if selected(k) {
-			cells[k] = true
-		}
-	}
-	order := make([]winKey, 0, len(cells))
-	for k := range cells {
-		order = append(order, k)
-	}
-	slices.SortFunc(order, func(a, b winKey) int {
-		if c := strings.Compare(a.key, b.key); c != 0 {
-			return c
-		}
-		return cmpInt(a.start, b.start)
-	})
-
-	now := a.now().UTC()
+	d := diffWindows(diffSettings{Stream: st.Name, Window: st.Window, Selected: selected, Now: a.now().UTC()}, truth, beyond, pub)
 	rep := &res.Report
-	var corrections []candidate
-	truthRows := make([]event.Pane, 0, len(order))
-	for _, k := range order {
-		t := truth[k]
-		pb := pub[k]
-		if t.Count == 0 && pb == nil {
-			continue
-		}
-		start := time.Unix(0, k.start).UTC()
-		tp := event.Pane{
-			Stream: st.Name, Key: k.key, WindowStart: start, WindowEnd: start.Add(st.Window),
-			Count: t.Count, Sum: t.Sum, Min: t.Min, Max: t.Max,
-			Timing: "truth", ComputedBy: event.ComputedByBatch, EmittedAt: now,
-		}
-		rep.Windows++
-		rep.Events += t.Count
-		rep.EventsBeyondLateness += beyond[k]
-		var sc int64
-		var ss float64
-		if pb != nil && pb.stream != nil {
-			sc, ss = pb.stream.Count, pb.stream.Sum
-			if sameAgg(*pb.stream, t) {
-				rep.StreamExact++
-			}
-		} else if t.Count > 0 {
-			rep.Missing++
-		}
-		ce, se := math.Abs(float64(sc-t.Count)), math.Abs(ss-t.Sum)
-		rep.CountErrMax, rep.SumErrMax = math.Max(rep.CountErrMax, ce), math.Max(rep.SumErrMax, se)
-		rep.CountErrTotal += ce
-		rep.SumErrTotal += se
-
-		if pb != nil && sameAgg(pb.latest, t) {
-			rep.Matched++
-			tp.Version, tp.Reason = pb.latest.Version, "matched"
-			if pb.latest.ComputedBy == event.ComputedByBatch {
-				rep.AlreadyCorrected++
-				tp.Reason = "matched (earlier correction)"
-			}
-			truthRows = append(truthRows, tp)
-			continue
-		}
-		var latest event.Pane
-		if pb != nil {
-			latest = pb.latest
-		}
-		reason := a.reason(rep, pb, t, beyond[k])
-		c := tp
-		c.Version, c.Timing, c.Reason = latest.Version+1, event.TimingCorrection, reason
-		tp.Version, tp.Reason = c.Version, "corrected: "+reason
-		corrections = append(corrections, candidate{k: k, pane: c, truthRow: len(truthRows), was: latest})
-		truthRows = append(truthRows, tp)
-	}
-	rep.means()
-	rep.Corrected = int64(len(corrections))
+	*rep = d.Report
+	rep.Stream, rep.From, rep.To, rep.DryRun = st.Name, from, to, in.DryRun
+	corrections, truthRows := d.Corrections, d.TruthRows
 	if in.DryRun {
 		res.Changes = changes(corrections)
 		return res, nil
@@ -420,32 +346,6 @@ func (a *BatchTruth) recomputeAggregates(ctx context.Context, st config.Stream, 
 	return truth, beyond, nil
 }
 
-// reason says why the published pane differs from the truth and counts it.
-func (a *BatchTruth) reason(rep *TruthReport, pb *published, t event.Agg, beyond int64) string {
-	switch {
-	case pb == nil:
-		rep.Reasons.Missing++
-		return fmt.Sprintf("missing: no pane was published for %d events", t.Count)
-	case t.Count == 0:
-		rep.Reasons.Retracted++
-		return "retracted: no valid event of this window in the lake"
-	}
-	var parts []string
-	if beyond > 0 {
-		rep.Reasons.BeyondLateness++
-		parts = append(parts, fmt.Sprintf("late events beyond lateness: %d", beyond))
-	}
-	if s := pb.latest.Count - t.Count; s > 0 {
-		rep.Reasons.Duplicates++
-		parts = append(parts, fmt.Sprintf("duplicates counted: %d", s))
-	}
-	if len(parts) == 0 {
-		rep.Reasons.Other++
-		return fmt.Sprintf("values differ (count %d→%d, sum %g→%g)", pb.latest.Count, t.Count, pb.latest.Sum, t.Sum)
-	}
-	return strings.Join(parts, "; ")
-}
-
 // publish produces the corrections in one transaction: all or none.
 func (a *BatchTruth) publish(ctx context.Context, cl *kgo.Client, panes []event.Pane, trigger string) error {
 	if err := cl.BeginTransaction(); err != nil {
@@ -498,18 +398,4 @@ func (a *BatchTruth) checkLakeColumns(st config.Stream) error {
 		return nil
 	}
 	return nil
-}
-
-// sameAgg compares a pane with the truth: equal counts, sums equal up to
-// float rounding (addition order differs between stream and batch), and
-// equal min/max when there are events.
-func sameAgg(p event.Pane, t event.Agg) bool {
-	if p.Count != t.Count || !near(p.Sum, t.Sum) {
-		return false
-	}
-	return t.Count == 0 || (near(p.Min, t.Min) && near(p.Max, t.Max))
-}
-
-func near(a, b float64) bool {
-	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
 }
