@@ -43,7 +43,7 @@ func pubOf(ps ...event.Pane) *published {
 // diffCounts are the report's counters a diff decides.
 type diffCounts struct {
 	Windows, StreamExact, Matched, AlreadyCorrected, Corrected, Missing, Events, Beyond int64
-	Reasons                                                                            ReasonCounts
+	Reasons                                                                             ReasonCounts
 }
 
 func countsOf(r TruthReport) diffCounts {
@@ -128,7 +128,7 @@ func TestDiffWindows(t *testing.T) {
 		truth: map[winKey]event.Agg{wk("u1", dw0): agg(4, 40, 10, 10)},
 		// The stream's v1 and v2, then an earlier correction v3; arrival
 		// order does not matter.
-		pub: map[winKey]*published{wk("u1", dw0): pubOf(pane(batch, 3, agg(3, 30, 10, 10)), pane(stream, 1, agg(1, 10, 10, 10)), pane(stream, 2, agg(2, 20, 10, 10)))},
+		pub:  map[winKey]*published{wk("u1", dw0): pubOf(pane(batch, 3, agg(3, 30, 10, 10)), pane(stream, 1, agg(1, 10, 10, 10)), pane(stream, 2, agg(2, 20, 10, 10)))},
 		want: []string{"u1@08:00 v4 4/40: values differ (count 3→4, sum 30→40)"},
 		rows: []string{"u1@08:00 v4 4/40: corrected: values differ (count 3→4, sum 30→40)"},
 		// The stream's own error is against its v2.
