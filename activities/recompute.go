@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"reckon/internal/config"
 	"reckon/internal/event"
@@ -174,26 +175,21 @@ func (a *BatchTruth) RecomputeWindows(ctx context.Context, in RecomputeInput) (R
 		return res, nil
 	}
 	res.TransactionalID = TransactionalID(a.Cfg.Kafka.ClientID, st.Name, from)
-	var err2 error
-	for attempt := 0; attempt < 5; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return res, ctx.Err()
-			case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
-			}
-		}
-		var published []candidate
-		published, err2 = a.publishFenced(ctx, &res, in, corrections, truthRows)
-		if err2 == nil {
-			rep.Superseded = int64(len(corrections) - len(published))
-			rep.Corrected = int64(len(published))
-			res.Changes = changes(published)
-			return res, nil
-		}
-		activity.RecordHeartbeat(ctx, fmt.Sprintf("publish attempt %d: %v", attempt+1, err2))
+	// One attempt: a fenced or failed publish fails the activity, and the
+	// workflow's retry policy (workflows.Recompute) is the only retry. A
+	// retry keeps nothing from this attempt and needs nothing: it reads
+	// the published versions again (seeing the fencer's corrections),
+	// re-scans the lake, whose rows of a range past its horizon no longer
+	// change, and decides anew — at the cost of the scan, paid only when
+	// two recomputes of one stream and date collide.
+	published, err := a.publishFenced(ctx, &res, in, corrections, truthRows)
+	if err != nil {
+		return res, err
 	}
-	return res, err2
+	rep.Superseded = int64(len(corrections) - len(published))
+	rep.Corrected = int64(len(published))
+	res.Changes = changes(published)
+	return res, nil
 }
 
 // candidate is a correction found by a recompute, before publishing.
@@ -222,7 +218,7 @@ func changes(cs []candidate) []WindowChange {
 // of windows someone else published to since this recompute read them (its
 // truth may be older than theirs: never publish over a fresher one), write
 // the truth rows, and publish the rest in one transaction. A fenced commit
-// fails; the caller retries the critical section.
+// fails, and so does the activity: its retry starts over.
 func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in RecomputeInput, cands []candidate, truthRows []event.Pane) ([]candidate, error) {
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(a.Cfg.Kafka, "truth"),
 		kgo.TransactionalID(res.TransactionalID),
@@ -230,7 +226,8 @@ func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in
 		kgo.ProducerLinger(0),
 	)...)
 	if err != nil {
-		return nil, fmt.Errorf("truth: kafka: %w", err)
+		// kgo.NewClient fails only on options it refuses: configuration.
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("truth: kafka producer: %v", err), ErrTypeConfig, err)
 	}
 	defer cl.Close()
 	if _, _, err := cl.ProducerID(ctx); err != nil {
