@@ -33,7 +33,15 @@ type BatchTruth struct {
 	// workflow's names live in package workflows, which activities must
 	// not import.
 	SignalLate func(ctx context.Context, stream string, items []LateItem) error
+	// Kafka is the process's shared Kafka read side (NewKafka), which the
+	// wiring builds and closes. Nil builds one from Cfg.Kafka on first use,
+	// kept as long as the struct (tests, benchmarks).
+	Kafka *Kafka
+	lazy  lazyKafka
 }
+
+// kafka returns the Kafka read side.
+func (a *BatchTruth) kafka() (*Kafka, error) { return a.lazy.get(a.Kafka, a.Cfg.Kafka, "truth") }
 
 // Truth is the former name of BatchTruth.
 //

@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"reckon/internal/config"
-	"reckon/internal/kafkaconn"
 	"reckon/lake"
 )
 
@@ -80,11 +79,11 @@ func (a *BatchTruth) CheckHorizon(ctx context.Context, in HorizonInput) (Horizon
 		return HorizonResult{Ready: len(missing) == 0, Waiting: strings.Join(missing, "; ")}, nil
 	}
 	res := HorizonResult{Horizon: Horizon(st, a.Cfg.Batch, in.To)}
-	adm, closeAdm, err := kafkaconn.NewAdmin(a.Cfg.Kafka, "truth")
+	k, err := a.kafka()
 	if err != nil {
 		return res, err
 	}
-	defer closeAdm()
+	adm := k.Admin
 	ends, err := adm.ListEndOffsets(ctx, st.Topic)
 	if err != nil {
 		return res, fmt.Errorf("truth: end offsets %s: %w", st.Topic, err)
@@ -231,7 +230,11 @@ func (a *BatchTruth) watermarksPast(ctx context.Context, st config.Stream, end t
 	if len(idle) == 0 {
 		return "", nil
 	}
-	last, err := lastRecords(ctx, a.Cfg.Kafka, st.Topic, idle)
+	k, err := a.kafka()
+	if err != nil {
+		return "", err
+	}
+	last, err := lastRecords(ctx, k, st.Topic, idle)
 	if err != nil {
 		return "", err
 	}
@@ -287,51 +290,14 @@ type lastRecord struct {
 // before its end offset, as a read-committed consumer (the stream) sees
 // it: transaction markers and aborted records are skipped. A partition
 // whose last lastRecordsBack offsets hold no such record is left out.
-func lastRecords(ctx context.Context, kcfg config.Kafka, topic string, ends map[int32]int64) (map[int32]lastRecord, error) {
-	offs := map[int32]kgo.Offset{}
-	for p, e := range ends {
-		offs[p] = kgo.NewOffset().At(max(e-lastRecordsBack, 0))
-	}
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(kcfg, "truth"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
-	if err != nil {
-		return nil, fmt.Errorf("truth: kafka: %w", err)
-	}
-	defer cl.Close()
+func lastRecords(ctx context.Context, k *Kafka, topic string, ends map[int32]int64) (map[int32]lastRecord, error) {
 	out := map[int32]lastRecord{}
-	done := map[int32]bool{} // read up to end − 1, or a second passed without a record
-	deadline := time.Now().Add(30 * time.Second)
-	for len(done) < len(ends) {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("truth: could not read the last records of %s", topic)
-		}
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			end, ok := ends[fp.Partition]
-			if !ok {
-				return
-			}
-			for _, r := range fp.Records {
-				if r.Offset < end && r.Offset >= out[fp.Partition].offset {
-					out[fp.Partition] = lastRecord{r.Offset, r.Timestamp}
-				}
-				if r.Offset >= end-1 {
-					done[fp.Partition] = true
-				}
-			}
-		})
-		if fs.NumRecords() == 0 {
-			// A second without a record: every partition is read as far as
-			// it has committed records.
-			for p := range ends {
-				done[p] = true
-			}
+	for p, end := range ends {
+		// Records come in offset order: the last one read is the last.
+		if err := k.readCommitted(ctx, topic, p, max(end-lastRecordsBack, 0), end, func(r *kgo.Record) {
+			out[p] = lastRecord{r.Offset, r.Timestamp}
+		}); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"reckon/internal/event"
-	"reckon/internal/kafkaconn"
 )
 
 // LateItem is one too-late event: the window it belongs to and where the
@@ -65,11 +63,11 @@ func (a *BatchTruth) ReadLate(ctx context.Context, in ReadLateInput) (ReadLateRe
 		in.Wait = 5 * time.Second
 	}
 	res := ReadLateResult{Next: in.From}
-	adm, closeAdm, err := kafkaconn.NewAdmin(a.Cfg.Kafka, "late-watch")
+	k, err := a.kafka()
 	if err != nil {
 		return res, err
 	}
-	defer closeAdm()
+	adm := k.Admin
 	end, err := lastStable(ctx, adm, in.Topic, in.Partition)
 	if err != nil {
 		return res, err
@@ -81,53 +79,45 @@ func (a *BatchTruth) ReadLate(ctx context.Context, in ReadLateInput) (ReadLateRe
 	if err != nil {
 		return res, temporal.NewNonRetryableApplicationError("truth: gate rules", ErrTypeConfig, err)
 	}
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(a.Cfg.Kafka, "late-watch"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{in.Topic: {in.Partition: kgo.NewOffset().At(in.From)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(in.Wait),
-	)...)
-	if err != nil {
-		return res, fmt.Errorf("truth: kafka: %w", err)
-	}
-	defer cl.Close()
 	items := map[string][]LateItem{}
 	var streams []string
 	deadline := time.Now().Add(in.Wait)
 	for res.Records < int64(in.MaxRecords) {
-		pctx, cancel := context.WithDeadline(ctx, deadline)
-		fetches := cl.PollRecords(pctx, in.MaxRecords-int(res.Records))
-		cancel()
-		if ctx.Err() != nil {
-			return res, ctx.Err()
+		// Each read waits at most maxFetchWait at the broker; the loop
+		// waits out the rest of Wait.
+		recs, next, err := k.fetch(ctx, in.Topic, in.Partition, res.Next, fetchOpts{wait: time.Until(deadline), keepControl: true})
+		if err != nil {
+			return res, fmt.Errorf("truth: read %s/%d: %w", in.Topic, in.Partition, err)
 		}
-		for _, fe := range fetches.Errors() {
-			if !errors.Is(fe.Err, context.DeadlineExceeded) {
-				return res, fmt.Errorf("truth: read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+		got, full := false, false
+		for _, r := range recs {
+			if res.Records >= int64(in.MaxRecords) {
+				full = true
+				break
 			}
-		}
-		got := false
-		fetches.EachRecord(func(r *kgo.Record) {
 			if r.Offset < res.Next {
-				return
+				continue
 			}
 			res.Next = r.Offset + 1
 			if r.Attrs.IsControl() {
-				return
+				continue
 			}
 			got = true
 			res.Records++
 			s, it, ok := a.lateItem(gate, r)
 			if !ok {
 				res.Skipped++
-				return
+				continue
 			}
 			if _, seen := items[s]; !seen {
 				streams = append(streams, s)
 			}
 			items[s] = append(items[s], it)
 			res.Items++
-		})
+		}
+		if !full && next > res.Next {
+			res.Next = next // past aborted batches
+		}
 		// Return as soon as something came (after a short linger for the
 		// rest of a burst), or when the wait is over.
 		if got && time.Until(deadline) > 200*time.Millisecond {

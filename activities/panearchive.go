@@ -4,15 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.temporal.io/sdk/activity"
 
-	"reckon/internal/config"
 	"reckon/internal/event"
-	"reckon/internal/kafkaconn"
 	"reckon/lake"
 )
 
@@ -40,13 +36,12 @@ type PaneEnd struct {
 // workflow fixes the step's range from it, so a retried step reads exactly
 // the same records and writes the same files.
 func (a *BatchTruth) PaneArchiveEnd(ctx context.Context, topic string, partition int32) (PaneEnd, error) {
-	adm, closeAdm, err := kafkaconn.NewAdmin(a.Cfg.Kafka, "pane-archive")
+	k, err := a.kafka()
 	if err != nil {
 		return PaneEnd{}, err
 	}
-	defer closeAdm()
 	res := PaneEnd{ObservedAt: a.now()}
-	res.End, err = lastStable(ctx, adm, topic, partition)
+	res.End, err = lastStable(ctx, k.Admin, topic, partition)
 	return res, err
 }
 
@@ -84,7 +79,11 @@ func (a *BatchTruth) ArchivePanes(ctx context.Context, in ArchivePanesInput) (Ar
 	byStream := map[string][]event.Pane{}
 	var order []string
 	if in.To > in.From {
-		err := readCommitted(ctx, a.Cfg.Kafka, "pane-archive", in.Topic, in.Partition, in.From, in.To, func(r *kgo.Record) {
+		k, err := a.kafka()
+		if err != nil {
+			return res, err
+		}
+		err = k.readCommitted(ctx, in.Topic, in.Partition, in.From, in.To, func(r *kgo.Record) {
 			res.Records++
 			var p event.Pane
 			if err := json.Unmarshal(r.Value, &p); err != nil || p.Stream == "" || lake.ValidateName(p.Stream) != nil {
@@ -126,61 +125,4 @@ func (a *BatchTruth) ArchivePanes(ctx context.Context, in ArchivePanesInput) (Ar
 	}
 	_, err = a.Lake.WriteProgress(lake.Progress{Topic: in.Topic, Partition: in.Partition, NextOffset: in.To, ArchivedThrough: res.ArchivedThrough, UpdatedAt: a.now()})
 	return res, err
-}
-
-// readCommitted calls fn for every committed data record of
-// topic/partition in [from, to), to being at most the last stable offset.
-// Control records are read too, so the end is known exactly (the last
-// offset below the LSO is always a committed, non-transactional or control
-// record); a gap left by compaction ends the read after a quiet poll.
-func readCommitted(ctx context.Context, kcfg config.Kafka, role, topic string, partition int32, from, to int64, fn func(*kgo.Record)) error {
-	if to <= from {
-		return nil
-	}
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(kcfg, role),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-	)...)
-	if err != nil {
-		return fmt.Errorf("truth: kafka: %w", err)
-	}
-	defer cl.Close()
-	last := from - 1
-	quiet := 0
-	for last < to-1 {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		fetches := cl.PollFetches(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		for _, fe := range fetches.Errors() {
-			if !errors.Is(fe.Err, context.DeadlineExceeded) {
-				return fmt.Errorf("truth: read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
-			}
-		}
-		n := 0
-		fetches.EachRecord(func(r *kgo.Record) {
-			n++
-			if r.Offset >= to || r.Offset <= last {
-				return
-			}
-			last = r.Offset
-			if !r.Attrs.IsControl() {
-				fn(r)
-			}
-		})
-		if n == 0 {
-			// Nothing within the wait although offsets remain below the
-			// LSO: only compaction leaves such gaps. Give it one more try.
-			if quiet++; quiet >= 2 {
-				break
-			}
-		} else {
-			quiet = 0
-		}
-		activity.RecordHeartbeat(ctx, last)
-	}
-	return nil
 }

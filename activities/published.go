@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"reckon/internal/event"
-	"reckon/internal/kafkaconn"
 	"reckon/lake"
 )
 
@@ -65,12 +64,11 @@ func (a *BatchTruth) latestPanes(ctx context.Context, stream string, from, to ti
 		add(p)
 	}
 	topic := a.Cfg.Topics.Summaries
-	adm, closeAdm, err := kafkaconn.NewAdmin(a.Cfg.Kafka, "truth")
+	k, err := a.kafka()
 	if err != nil {
 		return nil, err
 	}
-	defer closeAdm()
-	ends, err := stableEnds(ctx, adm, topic)
+	ends, err := stableEnds(ctx, k.Admin, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +79,7 @@ func (a *BatchTruth) latestPanes(ctx context.Context, stream string, from, to ti
 		} else if !errors.Is(err, lake.ErrNoProgress) {
 			return nil, err
 		}
-		err := readCommitted(ctx, a.Cfg.Kafka, "truth", topic, p, from, end, func(r *kgo.Record) {
+		err := k.readCommitted(ctx, topic, p, from, end, func(r *kgo.Record) {
 			var pn event.Pane
 			if json.Unmarshal(r.Value, &pn) == nil {
 				add(pn)

@@ -220,6 +220,8 @@ func changes(cs []candidate) []WindowChange {
 // the truth rows, and publish the rest in one transaction. A fenced commit
 // fails, and so does the activity: its retry starts over.
 func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in RecomputeInput, cands []candidate, truthRows []event.Pane) ([]candidate, error) {
+	// A producer per publish, not the shared Kafka: its transactional id
+	// is this stream and date's, and initializing it is the fence.
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(a.Cfg.Kafka, "truth"),
 		kgo.TransactionalID(res.TransactionalID),
 		kgo.TransactionTimeout(time.Minute),

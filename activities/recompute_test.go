@@ -60,7 +60,12 @@ func newTruthFixture(t *testing.T) *truthFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return &truthFixture{cfg: cfg, lk: lk, cl: cl, a: &activities.BatchTruth{Cfg: cfg, Lake: lk, Now: func() time.Time { return t0.Add(48 * time.Hour) }}, raw: map[int32][]lake.RawRecord{}}
+	kc, err := activities.NewKafka(cfg.Kafka, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	return &truthFixture{cfg: cfg, lk: lk, cl: cl, a: &activities.BatchTruth{Cfg: cfg, Lake: lk, Kafka: kc, Now: func() time.Time { return t0.Add(48 * time.Hour) }}, raw: map[int32][]lake.RawRecord{}}
 }
 
 // event adds a payment of user at et (arriving at arrival) to the raw

@@ -342,8 +342,13 @@ func startTruthStack(tb testing.TB, ctx context.Context, withUI bool) *truthStac
 
 	// The batch worker (archive + truth) and its long-running workflows.
 	w := worker.New(st.tc, tq, worker.Options{})
-	registerBatch(w, cfg, st.lk)
-	registerTruth(w, cfg, st.lk)
+	for _, register := range []func(worker.Registry, *config.Config, *lake.Lake) (func(), error){registerBatch, registerTruth} {
+		closeKafka, err := register(w, cfg, st.lk)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(closeKafka) // after the worker's stop, registered below
+	}
 	if err := w.Start(); err != nil {
 		tb.Fatal(err)
 	}

@@ -19,8 +19,17 @@ import (
 	"reckon/workflows"
 )
 
-// registerTruth registers the recompute/reconcile/replay/correct/pane-archive workflows and activities on w.
-func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake) {
+// registerTruth registers the recompute/reconcile/replay/correct/pane-archive
+// workflows and activities on w. The activities share one Kafka read side
+// for the life of the worker, apart from the archive's (registerBatch), so
+// a raw partition's large reads never queue ahead of theirs on a broker's
+// fetch connection: call the returned func to close it once the worker has
+// stopped.
+func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake) (closeKafka func(), err error) {
+	kc, err := activities.NewKafka(cfg.Kafka, "truth")
+	if err != nil {
+		return nil, err
+	}
 	for _, wf := range []struct {
 		fn   any
 		name string
@@ -34,11 +43,12 @@ func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake) {
 	} {
 		w.RegisterWorkflowWithOptions(wf.fn, workflow.RegisterOptions{Name: wf.name})
 	}
-	w.RegisterActivity(batchTruthActivities(cfg, lk))
+	w.RegisterActivity(batchTruthActivities(cfg, lk, kc))
+	return kc.Close, nil
 }
 
-func batchTruthActivities(cfg *config.Config, lk *lake.Lake) *activities.BatchTruth {
-	return &activities.BatchTruth{Cfg: cfg, Lake: lk, SignalLate: func(ctx context.Context, stream string, items []activities.LateItem) error {
+func batchTruthActivities(cfg *config.Config, lk *lake.Lake, kc *activities.Kafka) *activities.BatchTruth {
+	return &activities.BatchTruth{Cfg: cfg, Lake: lk, Kafka: kc, SignalLate: func(ctx context.Context, stream string, items []activities.LateItem) error {
 		_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, workflows.CorrectWorkflowID(stream), workflows.CorrectSignalLate, items,
 			client.StartWorkflowOptions{
 				TaskQueue:             cfg.Temporal.TaskQueue,
