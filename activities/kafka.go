@@ -280,10 +280,10 @@ func (k *Kafka) startOffset(ctx context.Context, topic string, partition int32) 
 }
 
 // readCommitted calls fn for every committed data record of
-// topic/partition in [from, to), to being at most the last stable offset:
-// every offset below it is committed, aborted or a marker, and stays so.
-// A gap that compaction left at the end ends the read after two reads
-// that find nothing. Called by an activity, it records a heartbeat after
+// topic/partition in [from, to), in offset order. Below the last stable
+// offset every offset is committed, aborted or a marker, and stays so; a
+// to beyond it (an open transaction), or a gap that compaction left at the
+// end, ends the read after two reads that find nothing. Called by an activity, it records a heartbeat after
 // every fetch.
 func (k *Kafka) readCommitted(ctx context.Context, topic string, partition int32, from, to int64, fn func(*kgo.Record)) error {
 	pos, quiet := from, 0

@@ -145,6 +145,9 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	st.Status, st.Waiting = StatusRunning, ""
 	upsert(ctx, SAStatus.ValueSet(StatusRunning))
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** recomputing from the lake", what))
+	// The only retry of RecomputeWindows: a publish fenced by another
+	// recompute of the same stream and date fails the attempt, and the
+	// next one reads and decides anew.
 	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Hour,
 		HeartbeatTimeout:    2 * time.Minute,
