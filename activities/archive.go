@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -24,6 +23,11 @@ type Archive struct {
 	Lake *lake.Lake
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Kafka is the process's shared Kafka read side (NewKafka), which the
+	// wiring builds and closes. Nil builds one from Cfg.Kafka on first use,
+	// kept as long as the struct (tests).
+	Kafka *Kafka
+	lazy  lazyKafka
 }
 
 // ArchiveRangeInput bounds one archive step. Zero limits mean defaults.
@@ -103,16 +107,15 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 	res := ArchiveRangeResult{Next: in.From}
 	gate, err := event.NewGate(a.Cfg.Gate)
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError("archive: gate rules", "config", err)
+		return res, temporal.NewNonRetryableApplicationError("archive: gate rules", ErrTypeConfig, err)
 	}
 
-	adm, closeAdm, err := kafkaconn.NewAdmin(a.Cfg.Kafka, "archive")
+	k, err := a.lazy.get(a.Kafka, a.Cfg.Kafka, "archive")
 	if err != nil {
 		return res, err
 	}
-	defer closeAdm()
 	res.ObservedAt = a.now()
-	end, err := lastStable(ctx, adm, in.Topic, in.Partition)
+	end, err := lastStable(ctx, k.Admin, in.Topic, in.Partition)
 	if err != nil {
 		return res, err
 	}
@@ -121,26 +124,16 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 		// The topic was recreated or truncated below our cursor: that is an
 		// operator decision, not something to paper over.
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("archive: cursor %d is beyond the end %d of %s/%d (topic recreated?)", in.From, end, in.Topic, in.Partition), "cursor", nil)
+			fmt.Sprintf("archive: cursor %d is beyond the end %d of %s/%d (topic recreated?)", in.From, end, in.Topic, in.Partition), ErrTypeCursor, nil)
 	}
 	if in.From == end {
 		res.CaughtUp = true
 		return a.finish(ctx, res, in)
 	}
 
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(a.Cfg.Kafka, "archive"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{in.Topic: {in.Partition: kgo.NewOffset().At(in.From)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxBytes(int32(min(in.MaxBytes, 1<<30))),
-	)...)
-	if err != nil {
-		return res, err
-	}
-	defer cl.Close()
-
 	w, err := a.Lake.NewRawWriter(a.table(in.Topic), gate)
 	if err != nil {
-		return res, temporal.NewNonRetryableApplicationError("archive: raw table", "config", err)
+		return res, temporal.NewNonRetryableApplicationError("archive: raw table", ErrTypeConfig, err)
 	}
 	var (
 		recs  []lake.RawRecord
@@ -148,27 +141,24 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 		first = in.From
 		last  = in.From - 1
 	)
+	// pos is the next offset to read: past the last record, and past
+	// aborted batches and transaction markers, which hold no record.
+	pos := in.From
 	deadline := time.Now().Add(in.MaxWait)
-	for last+1 < end && len(recs) < in.MaxRecords && bytes < in.MaxBytes {
-		fctx, cancel := context.WithDeadline(ctx, deadline)
-		fetches := cl.PollRecords(fctx, in.MaxRecords-len(recs))
-		cancel()
-		if ctx.Err() != nil {
-			return res, ctx.Err()
+	for pos < end && len(recs) < in.MaxRecords && bytes < in.MaxBytes {
+		fetched, next, err := k.fetch(ctx, in.Topic, in.Partition, pos, fetchOpts{maxBytes: int32(min(in.MaxBytes, kafkaconn.MaxRecordBytes)), wait: time.Until(deadline)})
+		if err != nil {
+			return res, fmt.Errorf("archive: fetch %s/%d: %w", in.Topic, in.Partition, err)
 		}
-		for _, fe := range fetches.Errors() {
-			if !errors.Is(fe.Err, context.DeadlineExceeded) {
-				return res, fmt.Errorf("archive: fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
-			}
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			if r.Offset >= end {
-				return
+		for _, r := range fetched {
+			if r.Offset >= end || len(recs) >= in.MaxRecords {
+				break
 			}
 			last = r.Offset
 			bytes += int64(len(r.Value))
 			recs = append(recs, lake.RawRecord{Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value})
-		})
+		}
+		pos = max(pos, next)
 		activity.RecordHeartbeat(ctx, last)
 		if time.Now().After(deadline) {
 			break
@@ -237,7 +227,7 @@ func lastStable(ctx context.Context, adm *kadm.Client, topic string, partition i
 	}
 	o, ok := offs.Lookup(topic, partition)
 	if !ok {
-		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf("archive: %s/%d does not exist", topic, partition), "partition", nil)
+		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf("archive: %s/%d does not exist", topic, partition), ErrTypePartition, nil)
 	}
 	if o.Err != nil {
 		return 0, fmt.Errorf("archive: list offsets %s/%d: %w", topic, partition, o.Err)

@@ -10,9 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"go.temporal.io/sdk/temporal"
 
-	"reckon/internal/kafkaconn"
 	"reckon/lake"
 )
+
+// PartitionOffset is an offset of one partition of a stream's raw topic.
+type PartitionOffset struct {
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
+}
 
 // HorizonInput asks whether windows of Stream ending at or before To are
 // final: the stream has purged them for good and the lake holds every
@@ -55,7 +60,7 @@ type HorizonResult struct {
 // There is no clock and no inference in it: a stream that is down, behind
 // or older than the progress topic keeps the batch waiting, and Waiting
 // says so.
-func (a *Truth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResult, error) {
+func (a *BatchTruth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResult, error) {
 	st, ok := a.Cfg.StreamByName(in.Stream)
 	if !ok {
 		return HorizonResult{}, badInput("unknown stream %q", in.Stream)
@@ -77,12 +82,11 @@ func (a *Truth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResul
 		return HorizonResult{}, temporal.NewNonRetryableApplicationError("truth: no stream progress view configured", ErrTypeTruthInput, nil)
 	}
 	res := HorizonResult{PurgeAt: in.To.Add(st.AllowedLateness)}
-	adm, closeAdm, err := kafkaconn.NewAdmin(a.Cfg.Kafka, "truth")
+	k, err := a.kafka()
 	if err != nil {
 		return res, err
 	}
-	defer closeAdm()
-	ends, err := adm.ListEndOffsets(ctx, st.Topic)
+	ends, err := k.Admin.ListEndOffsets(ctx, st.Topic)
 	if err != nil {
 		return res, fmt.Errorf("truth: end offsets %s: %w", st.Topic, err)
 	}
@@ -135,11 +139,4 @@ func (a *Truth) CheckHorizon(ctx context.Context, in HorizonInput) (HorizonResul
 	res.Ready = len(waiting) == 0
 	res.Waiting = strings.Join(waiting, "\n")
 	return res, nil
-}
-
-func fmtTime(t time.Time) string {
-	if t.IsZero() {
-		return "(nothing)"
-	}
-	return t.UTC().Format(time.RFC3339)
 }

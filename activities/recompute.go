@@ -2,19 +2,17 @@ package activities
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"iter"
-	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"reckon/internal/config"
 	"reckon/internal/event"
@@ -28,90 +26,6 @@ type WindowRef struct {
 	Key   string    `json:"key"`
 	Start time.Time `json:"start"`
 }
-
-// PartitionOffset is an offset of one partition of a stream's raw topic.
-type PartitionOffset struct {
-	Partition int32 `json:"partition"`
-	Offset    int64 `json:"offset"`
-}
-
-// ExtentInput asks how far a stream's range holds anything to check.
-type ExtentInput struct {
-	Stream   string
-	From, To time.Time
-}
-
-// RecomputeExtent returns the end of the last window in [From, To) that
-// has events in the lake or a published pane (From when none has): the
-// part of a range a recompute must wait for and check. A range whose end
-// lies in the future (today) is thereby checked as far as it has data, and
-// a stream whose traffic stopped early need not wait for the day's end.
-// Windows beyond it that get events later are the next run's (or, if too
-// late, a targeted correction's).
-func (a *Truth) RecomputeExtent(ctx context.Context, in ExtentInput) (time.Time, error) {
-	st, ok := a.Cfg.StreamByName(in.Stream)
-	if !ok {
-		return time.Time{}, badInput("unknown stream %q", in.Stream)
-	}
-	if err := a.checkRange(st, in.From, in.To); err != nil {
-		return time.Time{}, err
-	}
-	from, to := in.From.UTC(), in.To.UTC()
-	end := from
-	win := int64(st.Window)
-	// The lake: the last event hour directory holding rows of the range.
-	hours, err := a.Lake.RawHours(ctx, st.Topic, from, to)
-	if err != nil {
-		return time.Time{}, err
-	}
-	for i := len(hours) - 1; i >= 0; i-- {
-		h := hours[i]
-		qf, qt := maxTime(h, from), minTime(h.Add(time.Hour), to)
-		var last int64
-		found := false
-		if _, err := a.Lake.Scan(ctx, lake.Query{Topic: st.Topic, From: qf, To: qt, EventTypes: st.EventTypes}, lake.ColOccurredAt, func(r *lake.RawRow) error {
-			if o := r.OccurredTime().UnixNano(); !found || o > last {
-				last, found = o, true
-			}
-			return nil
-		}); err != nil {
-			return time.Time{}, err
-		}
-		if found {
-			end = time.Unix(0, floorNanos(last, win)+win).UTC()
-			break
-		}
-	}
-	// Published panes: a window the stream published must be checked even
-	// if the lake does not hold its events yet (they are archived by the
-	// time the horizon passes).
-	pub, err := a.latestPanes(ctx, st.Name, from, to)
-	if err != nil {
-		return time.Time{}, err
-	}
-	for k := range pub {
-		if e := time.Unix(0, k.start+win).UTC(); e.After(end) {
-			end = e
-		}
-	}
-	return minTime(end, to), nil
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-// ---- recompute ---------------------------------------------------------
 
 // Triggers of a recompute, recorded on correction records and reports.
 const (
@@ -136,101 +50,6 @@ type RecomputeInput struct {
 	// DryRun computes and reports but publishes and writes nothing.
 	DryRun  bool
 	Trigger string
-}
-
-// ReasonCounts classifies corrections (and for late/duplicates, windows).
-type ReasonCounts struct {
-	// BeyondLateness: the truth holds events that arrived after the
-	// stream's latest pane (the late side output).
-	BeyondLateness int64 `json:"late_beyond_lateness"`
-	// Missing: the window has events but no pane was ever published.
-	Missing int64 `json:"missing"`
-	// Duplicates: the stream counted more events than the unique truth.
-	Duplicates int64 `json:"duplicates"`
-	// Retracted: a pane exists but the lake holds no valid event.
-	Retracted int64 `json:"retracted"`
-	// Other: equal count, different values.
-	Other int64 `json:"other"`
-}
-
-// TruthReport is the price of speed for a range (docs/requirements.md
-// R-TRUTH-7, R-ROLL-4): how far the
-// stream's answers were from the truth, and what the batch did about it.
-// Errors compare the stream's own latest pane (no pane: 0) with the truth.
-type TruthReport struct {
-	Stream string    `json:"stream,omitempty"`
-	From   time.Time `json:"from"`
-	To     time.Time `json:"to"`
-	DryRun bool      `json:"dry_run,omitempty"`
-	// Windows checked: every window with events in the lake or a
-	// published pane.
-	Windows int64 `json:"windows_checked"`
-	// StreamExact: the stream's own latest pane equals the truth.
-	StreamExact int64 `json:"stream_exact"`
-	// Matched: the latest published pane (stream or an earlier
-	// correction) equals the truth; nothing to publish.
-	Matched int64 `json:"matched"`
-	// AlreadyCorrected: of Matched, those an earlier batch correction fixed.
-	AlreadyCorrected int64 `json:"already_corrected"`
-	// Corrected: corrections published by this run (dry run: that would be).
-	Corrected int64 `json:"corrected"`
-	// Superseded: corrections not published because another recompute
-	// published to the window after this one read it.
-	Superseded int64 `json:"superseded,omitempty"`
-	// Missing: windows with events but no stream pane.
-	Missing int64 `json:"missing"`
-	// Events: valid unique events in the lake for the windows checked.
-	Events int64 `json:"events"`
-	// EventsBeyondLateness: of Events, those that arrived after the
-	// stream's latest pane of their window (or for a window it never
-	// published): what the stream could not count.
-	EventsBeyondLateness int64        `json:"events_beyond_lateness"`
-	Reasons              ReasonCounts `json:"reasons"`
-	CountErrMax          float64      `json:"count_abs_err_max"`
-	CountErrMean         float64      `json:"count_abs_err_mean"`
-	SumErrMax            float64      `json:"sum_abs_err_max"`
-	SumErrMean           float64      `json:"sum_abs_err_mean"`
-	// Totals of absolute errors, so reports can be summed.
-	CountErrTotal float64 `json:"count_abs_err_total"`
-	SumErrTotal   float64 `json:"sum_abs_err_total"`
-}
-
-// Add sums o into r (ranges widen; means are recomputed).
-func (r *TruthReport) Add(o TruthReport) {
-	if r.From.IsZero() || (!o.From.IsZero() && o.From.Before(r.From)) {
-		r.From = o.From
-	}
-	if o.To.After(r.To) {
-		r.To = o.To
-	}
-	r.DryRun = r.DryRun || o.DryRun
-	r.Windows += o.Windows
-	r.StreamExact += o.StreamExact
-	r.Matched += o.Matched
-	r.AlreadyCorrected += o.AlreadyCorrected
-	r.Corrected += o.Corrected
-	r.Superseded += o.Superseded
-	r.Missing += o.Missing
-	r.Events += o.Events
-	r.EventsBeyondLateness += o.EventsBeyondLateness
-	r.Reasons.BeyondLateness += o.Reasons.BeyondLateness
-	r.Reasons.Missing += o.Reasons.Missing
-	r.Reasons.Duplicates += o.Reasons.Duplicates
-	r.Reasons.Retracted += o.Reasons.Retracted
-	r.Reasons.Other += o.Reasons.Other
-	r.CountErrMax = math.Max(r.CountErrMax, o.CountErrMax)
-	r.SumErrMax = math.Max(r.SumErrMax, o.SumErrMax)
-	r.CountErrTotal += o.CountErrTotal
-	r.SumErrTotal += o.SumErrTotal
-	r.means()
-}
-
-func (r *TruthReport) means() {
-	r.CountErrMean, r.SumErrMean = 0, 0
-	if r.Windows > 0 {
-		r.CountErrMean = r.CountErrTotal / float64(r.Windows)
-		r.SumErrMean = r.SumErrTotal / float64(r.Windows)
-	}
 }
 
 // WindowChange is one correction (published, or that a dry run would publish).
@@ -303,7 +122,7 @@ func TruthFileName(in RecomputeInput) string {
 // publishes the corrections in one Kafka transaction. A retry or a repeat
 // finds its own corrections published and publishes nothing new. The
 // caller must have checked the horizon (CheckHorizon).
-func (a *Truth) RecomputeWindows(ctx context.Context, in RecomputeInput) (RecomputeResult, error) {
+func (a *BatchTruth) RecomputeWindows(ctx context.Context, in RecomputeInput) (RecomputeResult, error) {
 	var res RecomputeResult
 	st, ok := a.Cfg.StreamByName(in.Stream)
 	if !ok {
@@ -335,120 +154,42 @@ func (a *Truth) RecomputeWindows(ctx context.Context, in RecomputeInput) (Recomp
 	}
 	selected := func(k winKey) bool { return len(only) == 0 || only[k] }
 
-	truth, beyond, err := a.truth(ctx, st, from, to, keys, selected, pub)
+	truth, beyond, err := a.recomputeAggregates(ctx, st, from, to, keys, selected, pub)
 	if err != nil {
 		return res, err
 	}
 
-	// Every window with events or a published pane, in key/window order.
-	cells := map[winKey]bool{}
-	for k := range truth {
-		cells[k] = true
-	}
-	for k := range pub {
-		if selected(k) {
-			cells[k] = true
-		}
-	}
-	order := make([]winKey, 0, len(cells))
-	for k := range cells {
-		order = append(order, k)
-	}
-	slices.SortFunc(order, func(a, b winKey) int {
-		if c := strings.Compare(a.key, b.key); c != 0 {
-			return c
-		}
-		return cmpInt(a.start, b.start)
-	})
-
-	now := a.now().UTC()
+	d := diffWindows(diffSettings{Stream: st.Name, Window: st.Window, Selected: selected, Now: a.now().UTC()}, truth, beyond, pub)
 	rep := &res.Report
-	var corrections []candidate
-	truthRows := make([]event.Pane, 0, len(order))
-	for _, k := range order {
-		t := truth[k]
-		pb := pub[k]
-		if t.Count == 0 && pb == nil {
-			continue
-		}
-		start := time.Unix(0, k.start).UTC()
-		tp := event.Pane{
-			Stream: st.Name, Key: k.key, WindowStart: start, WindowEnd: start.Add(st.Window),
-			Count: t.Count, Sum: t.Sum, Min: t.Min, Max: t.Max,
-			Timing: "truth", ComputedBy: event.ComputedByBatch, EmittedAt: now,
-		}
-		rep.Windows++
-		rep.Events += t.Count
-		rep.EventsBeyondLateness += beyond[k]
-		var sc int64
-		var ss float64
-		if pb != nil && pb.stream != nil {
-			sc, ss = pb.stream.Count, pb.stream.Sum
-			if sameAgg(*pb.stream, t) {
-				rep.StreamExact++
-			}
-		} else if t.Count > 0 {
-			rep.Missing++
-		}
-		ce, se := math.Abs(float64(sc-t.Count)), math.Abs(ss-t.Sum)
-		rep.CountErrMax, rep.SumErrMax = math.Max(rep.CountErrMax, ce), math.Max(rep.SumErrMax, se)
-		rep.CountErrTotal += ce
-		rep.SumErrTotal += se
-
-		if pb != nil && sameAgg(pb.latest, t) {
-			rep.Matched++
-			tp.Version, tp.Reason = pb.latest.Version, "matched"
-			if pb.latest.ComputedBy == event.ComputedByBatch {
-				rep.AlreadyCorrected++
-				tp.Reason = "matched (earlier correction)"
-			}
-			truthRows = append(truthRows, tp)
-			continue
-		}
-		var latest event.Pane
-		if pb != nil {
-			latest = pb.latest
-		}
-		reason := a.reason(rep, pb, t, beyond[k])
-		c := tp
-		c.Version, c.Timing, c.Reason = latest.Version+1, event.TimingCorrection, reason
-		tp.Version, tp.Reason = c.Version, "corrected: "+reason
-		corrections = append(corrections, candidate{k: k, pane: c, truthRow: len(truthRows), was: latest})
-		truthRows = append(truthRows, tp)
-	}
-	rep.means()
-	rep.Corrected = int64(len(corrections))
+	*rep = d.Report
+	rep.Stream, rep.From, rep.To, rep.DryRun = st.Name, from, to, in.DryRun
+	corrections, truthRows := d.Corrections, d.TruthRows
 	if in.DryRun {
 		res.Changes = changes(corrections)
 		return res, nil
 	}
 	if len(corrections) == 0 {
-		if err := a.writeTruth(ctx, &res, in, truthRows); err != nil {
+		if err := a.writeTruthTable(ctx, &res, in, truthRows); err != nil {
 			return res, err
 		}
 		return res, nil
 	}
 	res.TransactionalID = TransactionalID(a.Cfg.Kafka.ClientID, st.Name, from)
-	var err2 error
-	for attempt := 0; attempt < 5; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return res, ctx.Err()
-			case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
-			}
-		}
-		var published []candidate
-		published, err2 = a.publishFenced(ctx, &res, in, corrections, truthRows)
-		if err2 == nil {
-			rep.Superseded = int64(len(corrections) - len(published))
-			rep.Corrected = int64(len(published))
-			res.Changes = changes(published)
-			return res, nil
-		}
-		activity.RecordHeartbeat(ctx, fmt.Sprintf("publish attempt %d: %v", attempt+1, err2))
+	// One attempt: a fenced or failed publish fails the activity, and the
+	// workflow's retry policy (workflows.Recompute) is the only retry. A
+	// retry keeps nothing from this attempt and needs nothing: it reads
+	// the published versions again (seeing the fencer's corrections),
+	// re-scans the lake, whose rows of a range past its horizon no longer
+	// change, and decides anew — at the cost of the scan, paid only when
+	// two recomputes of one stream and date collide.
+	published, err := a.publishFenced(ctx, &res, in, corrections, truthRows)
+	if err != nil {
+		return res, err
 	}
-	return res, err2
+	rep.Superseded = int64(len(corrections) - len(published))
+	rep.Corrected = int64(len(published))
+	res.Changes = changes(published)
+	return res, nil
 }
 
 // candidate is a correction found by a recompute, before publishing.
@@ -477,15 +218,18 @@ func changes(cs []candidate) []WindowChange {
 // of windows someone else published to since this recompute read them (its
 // truth may be older than theirs: never publish over a fresher one), write
 // the truth rows, and publish the rest in one transaction. A fenced commit
-// fails; the caller retries the critical section.
-func (a *Truth) publishFenced(ctx context.Context, res *RecomputeResult, in RecomputeInput, cands []candidate, truthRows []event.Pane) ([]candidate, error) {
+// fails, and so does the activity: its retry starts over.
+func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in RecomputeInput, cands []candidate, truthRows []event.Pane) ([]candidate, error) {
+	// A producer per publish, not the shared Kafka: its transactional id
+	// is this stream and date's, and initializing it is the fence.
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(a.Cfg.Kafka, "truth"),
 		kgo.TransactionalID(res.TransactionalID),
 		kgo.TransactionTimeout(time.Minute),
 		kgo.ProducerLinger(0),
 	)...)
 	if err != nil {
-		return nil, fmt.Errorf("truth: kafka: %w", err)
+		// kgo.NewClient fails only on options it refuses: configuration.
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("truth: kafka producer: %v", err), ErrTypeConfig, err)
 	}
 	defer cl.Close()
 	if _, _, err := cl.ProducerID(ctx); err != nil {
@@ -511,7 +255,7 @@ func (a *Truth) publishFenced(ctx context.Context, res *RecomputeResult, in Reco
 		panes = append(panes, c.pane)
 	}
 	// The lake first: a correction on the topic always has its truth row.
-	if err := a.writeTruth(ctx, res, in, rows); err != nil {
+	if err := a.writeTruthTable(ctx, res, in, rows); err != nil {
 		return nil, err
 	}
 	if len(panes) == 0 {
@@ -520,7 +264,10 @@ func (a *Truth) publishFenced(ctx context.Context, res *RecomputeResult, in Reco
 	return keep, a.publish(ctx, cl, panes, in.Trigger)
 }
 
-func (a *Truth) writeTruth(ctx context.Context, res *RecomputeResult, in RecomputeInput, rows []event.Pane) error {
+// writeTruthTable writes rows to the lake's truth table (the recomputed
+// windows, lake.WriteTruth) under the recompute's file name and records the
+// files in res.
+func (a *BatchTruth) writeTruthTable(ctx context.Context, res *RecomputeResult, in RecomputeInput, rows []event.Pane) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -535,11 +282,12 @@ func (a *Truth) writeTruth(ctx context.Context, res *RecomputeResult, in Recompu
 	return nil
 }
 
-// truth scans [from, to) of st's topic chunk by chunk (bounded memory: the
-// operator's dedup set holds one chunk's ids) and folds the selected rows
-// through operator.Truth. beyond counts, per window, events that arrived
-// after the stream's latest pane of it was emitted.
-func (a *Truth) truth(ctx context.Context, st config.Stream, from, to time.Time, keys []string, selected func(winKey) bool, pub map[winKey]*published) (map[winKey]event.Agg, map[winKey]int64, error) {
+// recomputeAggregates scans [from, to) of st's topic chunk by chunk
+// (bounded memory: the operator's dedup set holds one chunk's ids) and
+// folds the selected rows through operator.Truth into each window's
+// aggregate. beyond counts, per window, events that arrived after the
+// stream's latest pane of it was emitted.
+func (a *BatchTruth) recomputeAggregates(ctx context.Context, st config.Stream, from, to time.Time, keys []string, selected func(winKey) bool, pub map[winKey]*published) (map[winKey]event.Agg, map[winKey]int64, error) {
 	step := st.Window * time.Duration(max(1, int64((time.Hour+st.Window-1)/st.Window)))
 	truth := map[winKey]event.Agg{}
 	beyond := map[winKey]int64{}
@@ -597,34 +345,8 @@ func (a *Truth) truth(ctx context.Context, st config.Stream, from, to time.Time,
 	return truth, beyond, nil
 }
 
-// reason says why the published pane differs from the truth and counts it.
-func (a *Truth) reason(rep *TruthReport, pb *published, t event.Agg, beyond int64) string {
-	switch {
-	case pb == nil:
-		rep.Reasons.Missing++
-		return fmt.Sprintf("missing: no pane was published for %d events", t.Count)
-	case t.Count == 0:
-		rep.Reasons.Retracted++
-		return "retracted: no valid event of this window in the lake"
-	}
-	var parts []string
-	if beyond > 0 {
-		rep.Reasons.BeyondLateness++
-		parts = append(parts, fmt.Sprintf("late events beyond lateness: %d", beyond))
-	}
-	if s := pb.latest.Count - t.Count; s > 0 {
-		rep.Reasons.Duplicates++
-		parts = append(parts, fmt.Sprintf("duplicates counted: %d", s))
-	}
-	if len(parts) == 0 {
-		rep.Reasons.Other++
-		return fmt.Sprintf("values differ (count %d→%d, sum %g→%g)", pb.latest.Count, t.Count, pb.latest.Sum, t.Sum)
-	}
-	return strings.Join(parts, "; ")
-}
-
 // publish produces the corrections in one transaction: all or none.
-func (a *Truth) publish(ctx context.Context, cl *kgo.Client, panes []event.Pane, trigger string) error {
+func (a *BatchTruth) publish(ctx context.Context, cl *kgo.Client, panes []event.Pane, trigger string) error {
 	if err := cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("truth: begin transaction: %w", err)
 	}
@@ -647,7 +369,7 @@ func (a *Truth) publish(ctx context.Context, cl *kgo.Client, panes []event.Pane,
 	return nil
 }
 
-func (a *Truth) checkRange(st config.Stream, from, to time.Time) error {
+func (a *BatchTruth) checkRange(st config.Stream, from, to time.Time) error {
 	switch {
 	case st.Window <= 0:
 		return badInput("stream %s has no window", st.Name)
@@ -664,7 +386,7 @@ func (a *Truth) checkRange(st config.Stream, from, to time.Time) error {
 // checkLakeColumns: the lake's key and value columns come from the first
 // stream reading a topic (activities.Archive.table); a stream sharing the
 // topic with other fields cannot be recomputed from them.
-func (a *Truth) checkLakeColumns(st config.Stream) error {
+func (a *BatchTruth) checkLakeColumns(st config.Stream) error {
 	for _, s := range a.Cfg.Streams {
 		if s.Topic != st.Topic {
 			continue
@@ -675,103 +397,4 @@ func (a *Truth) checkLakeColumns(st config.Stream) error {
 		return nil
 	}
 	return nil
-}
-
-// sameAgg compares a pane with the truth: equal counts, sums equal up to
-// float rounding (addition order differs between stream and batch), and
-// equal min/max when there are events.
-func sameAgg(p event.Pane, t event.Agg) bool {
-	if p.Count != t.Count || !near(p.Sum, t.Sum) {
-		return false
-	}
-	return t.Count == 0 || (near(p.Min, t.Min) && near(p.Max, t.Max))
-}
-
-func near(a, b float64) bool {
-	return math.Abs(a-b) <= 1e-9*math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
-}
-
-func floorNanos(t, size int64) int64 {
-	m := t % size
-	if m < 0 {
-		m += size
-	}
-	return t - m
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// ---- streams, reports, replay status -------------------------------------
-
-// TruthStreams returns the configured stream names, in configuration order.
-func (a *Truth) TruthStreams(ctx context.Context) ([]string, error) {
-	out := make([]string, 0, len(a.Cfg.Streams))
-	for _, s := range a.Cfg.Streams {
-		if s.Window > 0 {
-			out = append(out, s.Name)
-		}
-	}
-	return out, nil
-}
-
-// Report is the price-of-speed report of a reconciliation (one date) or a
-// replay (a date range): per stream and day, and the total.
-type Report struct {
-	// Kind is "reconcile" or "replay".
-	Kind string `json:"kind"`
-	// Name identifies it: the date, or from_to for a replay.
-	Name       string `json:"name"`
-	WorkflowID string `json:"workflow_id"`
-	DryRun     bool   `json:"dry_run,omitempty"`
-	// Parts are the per (stream, day) reports, in order.
-	Parts []TruthReport `json:"parts"`
-	Total TruthReport   `json:"total"`
-	// Failed lists (stream, day) recomputes that failed, with the error.
-	Failed []string `json:"failed,omitempty"`
-	// Skipped lists (stream, day) recomputes not re-run (--reprocess failed).
-	Skipped []string `json:"skipped,omitempty"`
-	// Path of the JSON file in the lake, once written.
-	Path string `json:"path,omitempty"`
-}
-
-// WriteReport writes r as JSON to reports/<kind>/<name>.json in the lake
-// and returns the path. Dry runs write nothing.
-func (a *Truth) WriteReport(ctx context.Context, r Report) (string, error) {
-	if r.DryRun {
-		return "", nil
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return "", badInput("report: %v", err)
-	}
-	return a.Lake.WriteReport(ctx, r.Kind, r.Name, append(b, '\n'))
-}
-
-// WorkflowStatuses returns, for each workflow id, the status of its latest
-// run in lowercase ("completed", "failed", "running", ...), or "" when no
-// run exists. Replay uses it for --reprocess failed.
-func (a *Truth) WorkflowStatuses(ctx context.Context, ids []string) ([]string, error) {
-	c := activity.GetClient(ctx)
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		d, err := c.DescribeWorkflowExecution(ctx, id, "")
-		var nf *serviceerror.NotFound
-		switch {
-		case errors.As(err, &nf):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("truth: describe %s: %w", id, err)
-		}
-		s := d.GetWorkflowExecutionInfo().GetStatus().String()
-		out[i] = strings.ToLower(strings.TrimPrefix(s, "WORKFLOW_EXECUTION_STATUS_"))
-	}
-	return out, nil
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -24,7 +22,6 @@ import (
 	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/testenv"
 	"reckon/lake"
-	"reckon/streaming/progress"
 )
 
 const (
@@ -40,7 +37,7 @@ var t0 = time.Date(2026, 11, 7, 8, 0, 0, 0, time.UTC)
 type truthFixture struct {
 	cfg *config.Config
 	lk  *lake.Lake
-	a   *activities.Truth
+	a   *activities.BatchTruth
 	cl  *kgo.Client
 	seq int
 	// offsets of raw records produced per partition (for the lake)
@@ -63,7 +60,12 @@ func newTruthFixture(t *testing.T) *truthFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return &truthFixture{cfg: cfg, lk: lk, cl: cl, a: &activities.Truth{Cfg: cfg, Lake: lk, Now: func() time.Time { return t0.Add(48 * time.Hour) }}, raw: map[int32][]lake.RawRecord{}}
+	kc, err := activities.NewKafka(cfg.Kafka, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	return &truthFixture{cfg: cfg, lk: lk, cl: cl, a: &activities.BatchTruth{Cfg: cfg, Lake: lk, Kafka: kc, Now: func() time.Time { return t0.Add(48 * time.Hour) }}, raw: map[int32][]lake.RawRecord{}}
 }
 
 // event adds a payment of user at et (arriving at arrival) to the raw
@@ -188,7 +190,7 @@ func latest(ps []event.Pane) (map[string]event.Pane, map[string][]int64) {
 	return hi, all
 }
 
-func run[T any](t *testing.T, a *activities.Truth, fn any, in ...any) (T, error) {
+func run[T any](t *testing.T, a *activities.BatchTruth, fn any, in ...any) (T, error) {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
@@ -421,142 +423,6 @@ func TestConcurrentRecomputesNeverShareAVersion(t *testing.T) {
 	t.Logf("3 concurrent recomputes: %d fenced attempts retried", failures)
 }
 
-// TestCheckHorizon: a range is final when, on every non-empty partition of
-// the stream's topic, the stream's published progress has purged through
-// the range end and the lake holds what the stream counted up to its
-// committed offset; progress with other window settings fails for good.
-// Nothing else counts: no clock, no lake inference. Targeted mode waits
-// for the too-late events' offsets only.
-func TestCheckHorizon(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kfake")
-	}
-	f := newTruthFixture(t)
-	st, _ := f.cfg.StreamByName("payments")
-	end := t0.Add(15 * time.Minute)
-	view, err := progress.NewView(f.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(view.Close)
-	f.a.Progress = view
-	f.a.Now = func() time.Time { return end.Add(6 * time.Minute) }
-	f.event(0, "u1", t0.Add(14*time.Minute), t0.Add(14*time.Minute), 1)
-	f.event(1, "u2", t0.Add(10*time.Minute), t0.Add(10*time.Minute), 1)
-	var recs []*kgo.Record
-	for p := int32(0); p < 2; p++ {
-		for _, r := range f.raw[p] {
-			recs = append(recs, &kgo.Record{Topic: rawTopic, Partition: p, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
-		}
-	}
-	pc, err := kgo.NewClient(append(kafkaconn.Opts(f.cfg.Kafka, "test-p"), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	if err := pc.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	// publish commits progress records in one transaction, as the stream
-	// worker does.
-	tx, err := kgo.NewClient(append(kafkaconn.Opts(f.cfg.Kafka, "test-progress"), kgo.TransactionalID("test-progress"))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Close()
-	publish := func(ps ...event.StreamProgress) {
-		t.Helper()
-		if err := tx.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range ps {
-			p.Format, p.Stream, p.Topic, p.PublishedAt = event.ProgressFormat, "payments", rawTopic, end.Add(5*time.Minute)
-			if p.Settings == "" {
-				p.Settings = st.SettingsDigest()
-			}
-			v, _ := json.Marshal(p)
-			if err := tx.ProduceSync(context.Background(), &kgo.Record{Topic: f.cfg.Topics.StreamProgress, Key: []byte(p.Key()), Value: v}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := tx.EndTransaction(context.Background(), kgo.TryCommit); err != nil {
-			t.Fatal(err)
-		}
-	}
-	at := func(p int32, next int64, wm time.Time) event.StreamProgress {
-		return event.StreamProgress{Partition: p, NextOffset: next, Watermark: wm, MaxEventTime: wm.Add(st.OutOfOrderness), PurgedThrough: wm.Add(-st.AllowedLateness)}
-	}
-	check := func(in activities.HorizonInput) activities.HorizonResult {
-		t.Helper()
-		r, err := run[activities.HorizonResult](t, f.a, f.a.CheckHorizon, in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	in := activities.HorizonInput{Stream: "payments", To: end}
-	if r := check(in); r.Ready || strings.Count(r.Waiting, "has published no progress") != 2 || !r.PurgeAt.Equal(end.Add(st.AllowedLateness)) {
-		t.Fatalf("nothing published: %+v", r)
-	}
-	purge := end.Add(st.AllowedLateness)
-	publish(at(0, 1, purge), at(1, 1, purge.Add(-time.Second)))
-	if r := check(in); r.Ready || !strings.Contains(r.Waiting, rawTopic+"/1: watermark "+fmtTime(purge.Add(-time.Second))+" < "+fmtTime(purge)+" needed (last progress 1m0s ago)") || !strings.Contains(r.Waiting, rawTopic+"/0: archived to offset 0, the stream counted to 1") {
-		t.Fatalf("partition 1 not yet purged, partition 0 not yet archived: %+v", r)
-	}
-	publish(at(1, 1, purge))
-	if r := check(in); r.Ready || strings.Contains(r.Waiting, "watermark") || !strings.Contains(r.Waiting, rawTopic+"/1: archived to offset 0, the stream counted to 1") {
-		t.Fatalf("lake behind the stream: %+v", r)
-	}
-	f.archive(t, t0.Add(time.Hour))
-	if r := check(in); !r.Ready || r.Waiting != "" {
-		t.Fatalf("should be final: %+v", r)
-	}
-	// An aborted transaction's progress is never seen.
-	if err := tx.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	bad := at(0, 9, purge.Add(-time.Hour))
-	bad.Format, bad.Stream, bad.Topic, bad.Settings = 1, "payments", rawTopic, st.SettingsDigest()
-	v, _ := json.Marshal(bad)
-	if err := tx.ProduceSync(context.Background(), &kgo.Record{Topic: f.cfg.Topics.StreamProgress, Key: []byte(bad.Key()), Value: v}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
-		t.Fatal(err)
-	}
-	if r := check(in); !r.Ready {
-		t.Fatalf("an aborted progress record was read: %+v", r)
-	}
-	// Other window settings: refused for good, not corrected with.
-	other := at(1, 2, purge)
-	other.Settings = "0123456789abcdef"
-	publish(other)
-	_, err = run[activities.HorizonResult](t, f.a, f.a.CheckHorizon, in)
-	if err == nil || !strings.Contains(err.Error(), activities.ErrTypeTruthSettings) {
-		t.Fatalf("settings mismatch: %v", err)
-	}
-
-	// Targeted: the lake must hold the late events' offsets.
-	tin := activities.HorizonInput{Stream: "payments", To: end, After: []activities.PartitionOffset{{Partition: 0, Offset: 0}, {Partition: 1, Offset: 3}}}
-	if r := check(tin); r.Ready || !strings.Contains(r.Waiting, "/1 archived to 1, need 4") {
-		t.Fatalf("targeted: %+v", r)
-	}
-	if _, err := f.lk.WriteProgress(t.Context(), lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 4, ArchivedThrough: t0.Add(3 * time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	if r := check(tin); !r.Ready {
-		t.Fatalf("targeted should be ready: %+v", r)
-	}
-
-	// Bad input fails for good.
-	_, err = run[activities.HorizonResult](t, f.a, f.a.CheckHorizon, activities.HorizonInput{Stream: "nope", To: end})
-	if err == nil || !strings.Contains(err.Error(), "unknown stream") {
-		t.Fatalf("unknown stream: %v", err)
-	}
-}
-
-func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
-
 // TestRecomputeRejectsBadRanges: unaligned and cross-midnight ranges are
 // refused for good (no retry can fix them).
 func TestRecomputeRejectsBadRanges(t *testing.T) {
@@ -566,7 +432,7 @@ func TestRecomputeRejectsBadRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	lk, _ := lake.Open(lake.Options{Root: cfg.Lake.Root})
-	f.a = &activities.Truth{Cfg: cfg, Lake: lk}
+	f.a = &activities.BatchTruth{Cfg: cfg, Lake: lk}
 	for _, in := range []activities.RecomputeInput{
 		{Stream: "payments", From: t0.Add(time.Minute), To: t0.Add(time.Hour)},
 		{Stream: "payments", From: t0, To: t0.Add(24 * time.Hour)},

@@ -42,13 +42,6 @@ type ZReport struct {
 	HTTP *http.Client
 }
 
-// Error types of the Z-report activities that no retry can fix.
-const (
-	ErrTypeOFDClient      = "OFDClientError"      // a 4xx other than 404, 408, 429: our request is wrong
-	ErrTypeOFDBadDocument = "OFDBadDocument"      // the operator answered 200 with an unusable document
-	ErrTypeZReportInput   = "ZReportInvalidInput" // a publication that cannot be written (bad key)
-)
-
 // ZReportPublication is one thing to publish: a changelog entry of a key
 // still waiting, or a final version. Exactly one field is set.
 type ZReportPublication struct {

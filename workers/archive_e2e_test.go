@@ -74,7 +74,11 @@ func TestArchiveEndToEnd(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	startWorker := func(identity string) worker.Worker {
 		w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{Identity: identity})
-		registerBatch(w, cfg, lk)
+		closeKafka, err := registerBatch(w, cfg, lk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(closeKafka)
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}

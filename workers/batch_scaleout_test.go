@@ -86,7 +86,11 @@ func TestBatchScaleOut(t *testing.T) {
 			Identity:     identity,
 			Interceptors: []interceptor.WorkerInterceptor{&countActivities{n: &bw.activities}},
 		})
-		registerBatch(bw.w, cfg, lk)
+		closeKafka, err := registerBatch(bw.w, cfg, lk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(closeKafka)
 		if err := bw.w.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,6 @@ import (
 	"reckon/internal/kafkaconn"
 	"reckon/internal/temporalconn"
 	"reckon/lake"
-	"reckon/streaming/progress"
 	"reckon/workflows"
 )
 
@@ -46,13 +45,18 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 	// Z-report entities idle for days: more pollers keep signal bursts
 	// moving (measured ~25% faster end to end with 8).
 	w := worker.New(c, cfg.Temporal.TaskQueue, worker.Options{MaxConcurrentWorkflowTaskPollers: 8})
-	registerBatch(w, cfg, lk)
-	progress, err := progress.NewView(cfg, log)
+	// The activities' Kafka clients live as long as the process; these
+	// defers run after the worker's stop below, when no activity runs.
+	closeArchiveKafka, err := registerBatch(w, cfg, lk)
 	if err != nil {
 		return err
 	}
-	defer progress.Close()
-	registerTruth(w, cfg, lk, progress)
+	defer closeArchiveKafka()
+	closeTruthKafka, err := registerTruth(w, cfg, lk, log)
+	if err != nil {
+		return err
+	}
+	defer closeTruthKafka()
 	runBridge, closeBridge, err := zreportBatch(cfg, c, w)
 	if err != nil {
 		return err
@@ -89,10 +93,17 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 	return nil
 }
 
-// registerBatch registers every batch workflow and activity on w.
-func registerBatch(w worker.Registry, cfg *config.Config, lk *lake.Lake) {
+// registerBatch registers every batch workflow and activity on w. The
+// activities share one Kafka read side for the life of the worker: call
+// the returned func to close it once the worker has stopped.
+func registerBatch(w worker.Registry, cfg *config.Config, lk *lake.Lake) (closeKafka func(), err error) {
+	kc, err := activities.NewKafka(cfg.Kafka, "archive")
+	if err != nil {
+		return nil, err
+	}
 	w.RegisterWorkflowWithOptions(workflows.Archive, workflow.RegisterOptions{Name: "Archive"})
-	w.RegisterActivity(&activities.Archive{Cfg: cfg, Lake: lk})
+	w.RegisterActivity(&activities.Archive{Cfg: cfg, Lake: lk, Kafka: kc})
+	return kc.Close, nil
 }
 
 // rawTopics are the topics whose every record the lake must hold.

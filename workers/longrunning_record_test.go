@@ -22,7 +22,6 @@ import (
 	"reckon/internal/testing/testenv"
 	"reckon/internal/topics"
 	"reckon/lake"
-	"reckon/streaming/progress"
 	"reckon/workflows"
 )
 
@@ -76,13 +75,16 @@ func TestRecordLongRunningHistories(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := worker.New(tc, tq, worker.Options{})
-	registerBatch(w, cfg, lk)
-	pv, err := progress.NewView(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	closeArchive, err := registerBatch(w, cfg, lk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pv.Close()
-	registerTruth(w, cfg, lk, pv)
+	defer closeArchive()
+	closeTruth, err := registerTruth(w, cfg, lk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeTruth()
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,6 @@ import (
 	"reckon/internal/topics"
 	"reckon/lake"
 	"reckon/streaming"
-	"reckon/streaming/progress"
 	"reckon/workflows"
 )
 
@@ -349,13 +348,16 @@ func startTruthStack(tb testing.TB, ctx context.Context, withUI bool) *truthStac
 
 	// The batch worker (archive + truth) and its long-running workflows.
 	w := worker.New(st.tc, tq, worker.Options{})
-	registerBatch(w, cfg, st.lk)
-	progress, err := progress.NewView(cfg, quiet)
+	closeArchive, err := registerBatch(w, cfg, st.lk)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(progress.Close)
-	registerTruth(w, cfg, st.lk, progress)
+	tb.Cleanup(closeArchive) // after the worker's stop, registered below
+	closeTruth, err := registerTruth(w, cfg, st.lk, quiet)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(closeTruth)
 	if err := w.Start(); err != nil {
 		tb.Fatal(err)
 	}

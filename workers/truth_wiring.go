@@ -21,9 +21,22 @@ import (
 )
 
 // registerTruth registers the recompute/reconcile/replay/correct/pane-archive
-// workflows and activities on w. progress follows the stream's progress
-// topic, the horizon's evidence; the caller closes it after w stops.
-func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, progress *progress.View) {
+// workflows and activities on w. The activities share one Kafka read side
+// for the life of the worker, apart from the archive's (registerBatch), so
+// a raw partition's large reads never queue ahead of theirs on a broker's
+// fetch connection, and one view of the stream's progress topic (the
+// horizon's evidence, docs/adr/0015): call the returned func to close both
+// once the worker has stopped.
+func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, log *slog.Logger) (closeAll func(), err error) {
+	kc, err := activities.NewKafka(cfg.Kafka, "truth")
+	if err != nil {
+		return nil, err
+	}
+	pv, err := progress.NewView(cfg, log)
+	if err != nil {
+		kc.Close()
+		return nil, err
+	}
 	for _, wf := range []struct {
 		fn   any
 		name string
@@ -37,11 +50,12 @@ func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, progres
 	} {
 		w.RegisterWorkflowWithOptions(wf.fn, workflow.RegisterOptions{Name: wf.name})
 	}
-	w.RegisterActivity(truthActivities(cfg, lk, progress))
+	w.RegisterActivity(batchTruthActivities(cfg, lk, kc, pv))
+	return func() { pv.Close(); kc.Close() }, nil
 }
 
-func truthActivities(cfg *config.Config, lk *lake.Lake, progress *progress.View) *activities.Truth {
-	return &activities.Truth{Cfg: cfg, Lake: lk, Progress: progress, SignalLate: func(ctx context.Context, stream string, items []activities.LateItem) error {
+func batchTruthActivities(cfg *config.Config, lk *lake.Lake, kc *activities.Kafka, pv *progress.View) *activities.BatchTruth {
+	return &activities.BatchTruth{Cfg: cfg, Lake: lk, Kafka: kc, Progress: pv, SignalLate: func(ctx context.Context, stream string, items []activities.LateItem) error {
 		_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, workflows.CorrectWorkflowID(stream), workflows.CorrectSignalLate, items,
 			client.StartWorkflowOptions{
 				TaskQueue:             cfg.Temporal.TaskQueue,

@@ -68,7 +68,7 @@ func Archive(ctx workflow.Context, st ArchiveState) error {
 		HeartbeatTimeout:    15 * time.Second, // the activity heartbeats after every fetch (≤ MaxWait, 2s)
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{"cursor", "partition", "config"},
+			NonRetryableErrorTypes: []string{activities.ErrTypeCursor, activities.ErrTypePartition, activities.ErrTypeConfig},
 		},
 	})
 	for {

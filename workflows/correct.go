@@ -285,7 +285,7 @@ type LateWatchState struct {
 
 // LateWatch follows one partition of the late topic (cursor in workflow
 // state) and signals each stream's Correct workflow with its too-late
-// events (activities.Truth.ReadLate). It runs forever, continuing as new.
+// events (activities.BatchTruth.ReadLate). It runs forever, continuing as new.
 func LateWatch(ctx workflow.Context, st LateWatchState) error {
 	if st.Wait <= 0 {
 		st.Wait = 5 * time.Second
@@ -294,12 +294,12 @@ func LateWatch(ctx workflow.Context, st LateWatchState) error {
 		return err
 	}
 	upsert(ctx, SATopic.ValueSet(st.Topic), SAPartition.ValueSet(int64(st.Partition)))
-	var a *activities.Truth
+	var a *activities.BatchTruth
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: st.Wait + 2*time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{"config", "cursor", "partition"},
+			NonRetryableErrorTypes: []string{activities.ErrTypeConfig, activities.ErrTypeCursor, activities.ErrTypePartition},
 		},
 	})
 	for {

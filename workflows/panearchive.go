@@ -56,7 +56,7 @@ func PaneArchive(ctx workflow.Context, st PaneArchiveState) error {
 		return err
 	}
 	upsert(ctx, SATopic.ValueSet(st.Topic), SAPartition.ValueSet(int64(st.Partition)))
-	var a *activities.Truth
+	var a *activities.BatchTruth
 	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
@@ -66,7 +66,7 @@ func PaneArchive(ctx workflow.Context, st PaneArchiveState) error {
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, "cursor", "partition"},
+			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeCursor, activities.ErrTypePartition},
 		},
 	})
 	if st.Cursor < 0 {
@@ -82,7 +82,7 @@ func PaneArchive(ctx workflow.Context, st PaneArchiveState) error {
 		st.End = end.End
 		if end.End < st.Cursor {
 			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("pane archive: cursor %d is beyond the end %d of %s/%d (topic recreated?)", st.Cursor, end.End, st.Topic, st.Partition), "cursor", nil)
+				fmt.Sprintf("pane archive: cursor %d is beyond the end %d of %s/%d (topic recreated?)", st.Cursor, end.End, st.Topic, st.Partition), activities.ErrTypeCursor, nil)
 		}
 		to := min(end.End, st.Cursor+st.MaxRecords)
 		now := workflow.Now(ctx)

@@ -77,7 +77,7 @@ func RecomputeWorkflowID(stream string, from, to time.Time) string {
 // Recompute narrows a full range to the part holding events or panes
 // (RecomputeExtent), waits (bounded, visibly) until that part is final, then
 // recomputes its truth from the lake and publishes corrections
-// (activities.Truth.RecomputeWindows). Its result is small: the price-of-
+// (activities.BatchTruth.RecomputeWindows). Its result is small: the price-of-
 // speed report of the range and a sample of the changes.
 func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeResult, error) {
 	if in.HorizonWait <= 0 {
@@ -93,12 +93,12 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	upsert(ctx, SAStream.ValueSet(in.Stream), SADate.ValueSet(in.From.UTC().Format(time.DateOnly)),
 		SAWindowStart.ValueSet(in.From.UTC()), SAStatus.ValueSet(StatusWaiting))
 
-	var a *activities.Truth
+	var a *activities.BatchTruth
 	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic},
+			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic, activities.ErrTypeConfig},
 		},
 	})
 	if len(in.Windows) == 0 {
@@ -145,12 +145,15 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	st.Status, st.Waiting = StatusRunning, ""
 	upsert(ctx, SAStatus.ValueSet(StatusRunning))
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** recomputing from the lake", what))
+	// The only retry of RecomputeWindows: a publish fenced by another
+	// recompute of the same stream and date fails the attempt, and the
+	// next one reads and decides anew.
 	long := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Hour,
 		HeartbeatTimeout:    2 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 20,
-			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic},
+			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic, activities.ErrTypeConfig},
 		},
 	})
 	var res activities.RecomputeResult

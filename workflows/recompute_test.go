@@ -23,7 +23,7 @@ import (
 	"reckon/workflows"
 )
 
-// fakeTruth stands in for activities.Truth in workflow tests: the same
+// fakeTruth stands in for activities.BatchTruth in workflow tests: the same
 // activity names, deterministic answers, and a record of the calls.
 type fakeTruth struct {
 	mu sync.Mutex // protects following fields

@@ -51,7 +51,7 @@ func Reconcile(ctx workflow.Context, in ReconcileParams) (activities.Report, err
 	day, _ := time.Parse(time.DateOnly, date)
 	upsert(ctx, SADate.ValueSet(date), SAWindowStart.ValueSet(day), SAStatus.ValueSet(StatusRunning))
 
-	var a *activities.Truth
+	var a *activities.BatchTruth
 	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},

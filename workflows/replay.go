@@ -108,7 +108,7 @@ func Replay(ctx workflow.Context, in ReplayParams) (activities.Report, error) {
 	if in.HistoryLimit <= 0 {
 		in.HistoryLimit = 5000
 	}
-	var a *activities.Truth
+	var a *activities.BatchTruth
 	short := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
@@ -212,7 +212,7 @@ func Replay(ctx workflow.Context, in ReplayParams) (activities.Report, error) {
 // replayPlan lists the (stream, day) items, day-major, and for
 // --reprocess failed marks those whose last child completed as skipped.
 func replayPlan(ctx, short workflow.Context, in ReplayParams) (*ReplayState, error) {
-	var a *activities.Truth
+	var a *activities.BatchTruth
 	bad := func(format string, args ...any) error {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("replay: "+format, args...), activities.ErrTypeTruthInput, nil)
 	}

@@ -82,7 +82,7 @@ func (in ZReportInput) withDefaults() ZReportInput {
 func ZReport(ctx workflow.Context, in ZReportInput) (*zreport.State, error) {
 	in = in.withDefaults()
 	if err := in.Key.Validate(); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), "ZReportInvalidInput", err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeZReportInput, err)
 	}
 	var a *activities.ZReport
 	log := workflow.GetLogger(ctx)
@@ -110,7 +110,7 @@ func ZReport(ctx workflow.Context, in ZReportInput) (*zreport.State, error) {
 		if prev != nil {
 			restored, err := zreport.Restore(prev, in.Policy)
 			if err != nil {
-				return nil, temporal.NewNonRetryableApplicationError(err.Error(), "ZReportInvalidInput", err)
+				return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeZReportInput, err)
 			}
 			st = restored
 			log.Info("restored from the lake", "version", st.Version, "status", st.Status())

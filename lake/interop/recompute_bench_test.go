@@ -265,7 +265,7 @@ func BenchmarkRecomputeDay(b *testing.B) {
 
 // recomputeEnv is the Truth activities on the lake at root and a fresh
 // kfake broker, in a test activity environment.
-func recomputeEnv(b *testing.B, root string) (*activities.Truth, *testsuite.TestActivityEnvironment) {
+func recomputeEnv(b *testing.B, root string) (*activities.BatchTruth, *testsuite.TestActivityEnvironment) {
 	b.Helper()
 	cfg, err := config.Load("", nil, nil)
 	if err != nil {
@@ -280,7 +280,7 @@ func recomputeEnv(b *testing.B, root string) (*activities.Truth, *testsuite.Test
 	if err != nil {
 		b.Fatal(err)
 	}
-	a := &activities.Truth{Cfg: cfg, Lake: l}
+	a := &activities.BatchTruth{Cfg: cfg, Lake: l}
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestActivityEnvironment()
