@@ -145,11 +145,18 @@ type Outputs struct {
 	// Watermark is the lowest watermark over the stream's partitions (zero:
 	// unknown).
 	Watermark time.Time
+	// OnTime counts the stream's on_time panes; EarlyOnTime lists those
+	// emitted (by the stream's processing clock, the record timestamps)
+	// before their window end + out_of_orderness: panes that claimed a
+	// window complete before the clock reached it (docs/adr/0015). Must
+	// stay empty.
+	OnTime      int64
+	EarlyOnTime []string
 }
 
 // CollectOutputs gathers what stream s published and committed: the
 // highest version per window from the summaries topic (stream and batch
-// corrections alike), the late and DLQ records whose source is s's raw
+// corrections alike), its on_time panes emitted too early, the late and DLQ records whose source is s's raw
 // topic, and the operators' committed counters and lowest watermark.
 func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (Outputs, error) {
 	out := Outputs{Panes: map[string]event.Pane{}, Late: map[string]bool{}, DLQ: map[string]string{}}
@@ -165,6 +172,13 @@ func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (O
 		}
 		if p.Stream != s.Name {
 			return
+		}
+		if p.Timing == event.TimingOnTime && p.ComputedBy == event.ComputedByStream {
+			out.OnTime++
+			if due := p.WindowEnd.Add(s.OutOfOrderness); p.EmittedAt.Before(due) {
+				out.EarlyOnTime = append(out.EarlyOnTime, fmt.Sprintf("%s v%d emitted %s, due %s",
+					p.RecordKey(), p.Version, p.EmittedAt.UTC().Format(time.RFC3339Nano), due.UTC().Format(time.RFC3339Nano)))
+			}
 		}
 		k := p.RecordKey()
 		if cur, ok := out.Panes[k]; !ok || p.Version > cur.Version {

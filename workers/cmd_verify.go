@@ -12,11 +12,12 @@ import (
 	"reckon/streaming"
 )
 
-// errNotConserved and errNotTruthful make `reckon verify` exit non-zero; the
-// ledger is printed first.
+// errNotConserved, errNotTruthful and errEarlyOnTime make `reckon verify`
+// exit non-zero; the ledger is printed first.
 var (
 	errNotConserved = errors.New("not conserved: produced ≠ accepted + late + dead-lettered + duplicates")
 	errNotTruthful  = errors.New("not truthful: some closed window's final version differs from the truth")
+	errEarlyOnTime  = errors.New("not timely: an on_time pane was emitted before its window end + out_of_orderness")
 )
 
 // runVerify is `reckon verify --manifest F [--stream S] [--truth]`: the
@@ -79,10 +80,13 @@ func runVerify(ctx context.Context, cx *cmdContext) error {
 	if !l.Conserved() {
 		return errNotConserved
 	}
+	if !l.Timely() {
+		return errEarlyOnTime
+	}
 	if *truth && !l.Truthful() {
 		return errNotTruthful
 	}
-	verdict := "conserved"
+	verdict := "conserved, on time"
 	if *truth {
 		verdict += " and truthful"
 	}

@@ -29,6 +29,8 @@ type Outputs struct {
 	DLQ                             map[string]string
 	Accepted, Duplicates, LateCount int64
 	Watermark                       time.Time
+	OnTime                          int64
+	EarlyOnTime                     []string
 }
 
 // Ledger is the result.
@@ -54,6 +56,10 @@ type Ledger struct {
 	Open int
 	// PanesWithoutTruth: windows with a pane but no valid event in the truth.
 	PanesWithoutTruth int
+	// OnTime counts the stream's on_time panes and EarlyOnTime those
+	// emitted before window end + out_of_orderness (Outputs.EarlyOnTime).
+	OnTime      int64
+	EarlyOnTime []string
 }
 
 // WindowDiff is one (key, window) whose final pane is not the truth.
@@ -71,6 +77,7 @@ func Compute(m *generate.Manifest, stream string, out Outputs) Ledger {
 	l.DeadLettered = int64(len(out.DLQ))
 	l.Unaccounted = l.Produced - (l.Accepted + l.Late + l.DeadLettered + l.Duplicates)
 	l.LateTopicMismatch = out.LateCount != int64(len(out.Late))
+	l.OnTime, l.EarlyOnTime = out.OnTime, out.EarlyOnTime
 	for _, e := range m.Listed {
 		if e.Category != generate.Poison || e.Partition == nil || e.Offset == nil {
 			continue
@@ -156,6 +163,10 @@ func (l Ledger) Conserved() bool {
 // Truthful reports whether every window's final version equals the truth.
 func (l Ledger) Truthful() bool { return len(l.WindowsDiffer) == 0 && l.PanesWithoutTruth == 0 }
 
+// Timely reports that no on_time pane claimed its window complete before
+// the stream's clock reached window end + out_of_orderness.
+func (l Ledger) Timely() bool { return len(l.EarlyOnTime) == 0 }
+
 // Print writes the ledger as a small report.
 func (l Ledger) Print(w io.Writer) {
 	fmt.Fprintf(w, "ledger %s\n", l.Stream)
@@ -173,6 +184,10 @@ func (l Ledger) Print(w io.Writer) {
 	}
 	if l.LateTopicMismatch {
 		fmt.Fprintf(w, "  late topic and the operators' late counter disagree\n")
+	}
+	fmt.Fprintf(w, "  on_time panes   %d, %d emitted before window end + out_of_orderness\n", l.OnTime, len(l.EarlyOnTime))
+	for _, e := range first(l.EarlyOnTime, 5) {
+		fmt.Fprintf(w, "    early: %s\n", e)
 	}
 	fmt.Fprintf(w, "  windows         %d closed and checked, %d equal to the truth, %d differ, %d panes without truth, %d still open\n",
 		l.Windows, l.WindowsMatched, len(l.WindowsDiffer), l.PanesWithoutTruth, l.Open)

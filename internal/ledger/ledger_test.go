@@ -68,8 +68,18 @@ func TestLedgerSeed000(t *testing.T) {
 
 	// After the batch correction (v2 = truth) everything closed is true.
 	out.Panes[event.WindowKey("payments", "Budi", w)] = pane("Budi", w, 4, 590000, 45000, 350000, 2)
-	if l := Compute(manifest(), "payments", out); !l.Truthful() || !l.Conserved() {
+	if l := Compute(manifest(), "payments", out); !l.Truthful() || !l.Conserved() || !l.Timely() {
 		t.Fatalf("after correction: %+v", l)
+	}
+
+	// An on_time pane emitted before its window end + out_of_orderness
+	// makes the ledger untimely and is named in the report.
+	out.OnTime, out.EarlyOnTime = 2, []string{"payments|Siti|2026-11-07T12:00:00Z v1 emitted 2026-11-07T12:03:00Z, due 2026-11-07T12:05:05Z"}
+	l = Compute(manifest(), "payments", out)
+	b.Reset()
+	l.Print(&b)
+	if l.Timely() || !strings.Contains(b.String(), "on_time panes   2, 1 emitted before window end + out_of_orderness") || !strings.Contains(b.String(), "early: payments|Siti") {
+		t.Errorf("early on_time pane not reported (timely %v):\n%s", l.Timely(), b.String())
 	}
 }
 

@@ -33,9 +33,16 @@ type Topic struct {
 	// MaxMessageBytes is max.message.bytes; 0 leaves the broker default
 	// (1 MiB). Raw topics and the DLQ take more, so an oversized record
 	// reaches the quality gate and the DLQ instead of failing at produce.
-	MaxMessageBytes int    `yaml:"max_message_bytes"`
-	Key             string `yaml:"key"`
-	Purpose         string `yaml:"purpose"`
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// TimestampType is message.timestamp.type: CreateTime (the producer's
+	// clock) or LogAppendTime (the broker's, set when the record is
+	// appended); empty leaves the broker default (CreateTime). The stream's
+	// watermark never passes its records' timestamps (docs/adr/0015), so a
+	// raw topic whose producers' clocks are not trusted should take
+	// LogAppendTime.
+	TimestampType string `yaml:"timestamp_type"`
+	Key           string `yaml:"key"`
+	Purpose       string `yaml:"purpose"`
 }
 
 // Map is the whole topic map.
@@ -103,6 +110,11 @@ func (m *Map) Validate() error {
 		default:
 			errs = append(errs, fmt.Errorf("%s: cleanup %q must be delete, compact or compact,delete", at, t.Cleanup))
 		}
+		switch t.TimestampType {
+		case "", "CreateTime", "LogAppendTime":
+		default:
+			errs = append(errs, fmt.Errorf("%s: timestamp_type %q must be CreateTime or LogAppendTime", at, t.TimestampType))
+		}
 		if t.MaxMessageBytes < 0 {
 			errs = append(errs, fmt.Errorf("%s: max_message_bytes must not be negative", at))
 		}
@@ -141,6 +153,9 @@ func (t Topic) Configs() map[string]string {
 	m := map[string]string{"retention.ms": ms, "cleanup.policy": t.Cleanup}
 	if t.MaxMessageBytes > 0 {
 		m["max.message.bytes"] = strconv.Itoa(t.MaxMessageBytes)
+	}
+	if t.TimestampType != "" {
+		m["message.timestamp.type"] = t.TimestampType
 	}
 	return m
 }
@@ -289,7 +304,7 @@ func Describe(ctx context.Context, adm *kadm.Client, m *Map) ([]Live, error) {
 		if rcs, err := adm.DescribeTopicConfigs(ctx, name); err == nil {
 			if rc, err := rcs.On(name, nil); err == nil {
 				for _, c := range rc.Configs {
-					if c.Key == "retention.ms" || c.Key == "cleanup.policy" || c.Key == "max.message.bytes" {
+					if c.Key == "retention.ms" || c.Key == "cleanup.policy" || c.Key == "max.message.bytes" || c.Key == "message.timestamp.type" {
 						l.Configs[c.Key] = c.MaybeValue()
 					}
 				}

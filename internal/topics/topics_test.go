@@ -93,7 +93,8 @@ func TestApplyIsIdempotentAndReportsDrift(t *testing.T) {
 	}
 	for _, l := range live {
 		want, _ := m.Find(l.Name)
-		if int32(l.Partitions) != want.Partitions || l.Configs["cleanup.policy"] != want.Cleanup {
+		if int32(l.Partitions) != want.Partitions || l.Configs["cleanup.policy"] != want.Cleanup ||
+			want.TimestampType != "" && l.Configs["message.timestamp.type"] != want.TimestampType {
 			t.Errorf("live %s = %+v, map %+v", l.Name, l, want)
 		}
 	}
@@ -117,6 +118,20 @@ func TestApplyIsIdempotentAndReportsDrift(t *testing.T) {
 	}
 	if count(acts, "partitions") != 1 || count(acts, "drift") != 1 || count(acts, "config") != 1 {
 		t.Fatalf("changed map: %v", acts)
+	}
+	// The timestamp type is set like the other configs.
+	m.Topics[2].TimestampType = "LogAppendTime"
+	if acts, err = Apply(ctx, adm, m); err != nil || count(acts, "config") != 1 {
+		t.Fatalf("timestamp type: %v %v", acts, err)
+	}
+	live, err = Describe(ctx, adm, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range live {
+		if l.Name == m.Topics[2].Name && l.Configs["message.timestamp.type"] != "LogAppendTime" {
+			t.Errorf("%s: message.timestamp.type %q", l.Name, l.Configs["message.timestamp.type"])
+		}
 	}
 }
 
