@@ -2,7 +2,9 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -156,13 +158,21 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	}
 	// stopAll stops components in reverse start order, each fully before
 	// the next: workers finish their transactions and activities while the
-	// broker and Temporal are still up.
+	// broker and Temporal are still up. Then no component of this stack
+	// runs, so it removes every component's pid file: the supervisor
+	// removes a child's when it exits, and this also clears those an
+	// earlier, killed supervisor left for components this run skipped.
 	stopAll := func() {
 		for i := len(started) - 1; i >= 0; i-- {
 			started[i].cancel()
 			<-started[i].done
 		}
 		started = nil
+		for name := range procs {
+			if err := os.Remove(filepath.Join(runDir, name+".pid")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				say("pid file: %v", err)
+			}
+		}
 	}
 	defer stopAll()
 
