@@ -55,6 +55,10 @@ type ReadLateResult struct {
 // window) it belongs to, and signals every stream's correction workflow
 // with its items. A retry signals the same items again; the correction
 // workflow keeps a set, and a repeated recompute publishes nothing new.
+// A worker stop cuts the wait short with the context's error: the batch
+// worker reports that as a benign failure (workers/quietstop.go) and the
+// next worker's retry reads from From again, so nothing read but not yet
+// signalled is lost.
 func (a *BatchTruth) ReadLate(ctx context.Context, in ReadLateInput) (ReadLateResult, error) {
 	if in.MaxRecords <= 0 {
 		in.MaxRecords = 10_000

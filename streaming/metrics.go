@@ -27,7 +27,7 @@ func newWorkerMetrics(r *metrics.Registry) *workerMetrics {
 		accepted:        r.Counter("reckon_stream_accepted_total", "Records applied to windows and/or features.", "stream"),
 		duplicates:      r.Counter("reckon_stream_duplicates_total", "Records dropped as repeated event_id (counted, not applied).", "stream"),
 		late:            r.Counter("reckon_stream_late_total", "Records sent to the late side output.", "stream"),
-		featureLate:     r.Counter("reckon_stream_feature_late_total", "Records counted in a window but too late for rolling features.", "stream"),
+		featureLate:     r.Counter("reckon_stream_feature_late_total", "Records counted in a window but too late for rolling features (streams with rolling features only).", "stream"),
 		deadLetters:     r.Counter("reckon_stream_dead_letters_total", "Records sent to the DLQ, by stage (gate, process).", "topic", "stage"),
 		unroutedRecs:    r.Counter("reckon_stream_unrouted_total", "Valid records of a type no stream on the topic aggregates.", "topic"),
 		panes:           r.Counter("reckon_stream_panes_total", "Panes published, by timing.", "stream", "timing"),
@@ -45,7 +45,11 @@ func newWorkerMetrics(r *metrics.Registry) *workerMetrics {
 	}
 }
 
-func (m *workerMetrics) verdict(stream string, v operator.Verdict) {
+// verdict counts one record's verdict for stream; rolling says whether the
+// stream computes rolling features. A stream without them has no feature a
+// record could be too late for, so feature-late counts only where rolling
+// is set, as the operator's own Stats.FeatureLate does.
+func (m *workerMetrics) verdict(stream string, rolling bool, v operator.Verdict) {
 	m.records.With(stream).Add(1)
 	switch {
 	case v.Has(operator.Duplicate):
@@ -54,7 +58,7 @@ func (m *workerMetrics) verdict(stream string, v operator.Verdict) {
 		m.late.With(stream).Add(1)
 	case v.Has(operator.Accepted):
 		m.accepted.With(stream).Add(1)
-		if v.Has(operator.InWindow) && !v.Has(operator.InFeatures) {
+		if rolling && !v.Has(operator.InFeatures) {
 			m.featureLate.With(stream).Add(1)
 		}
 	}

@@ -597,7 +597,7 @@ func (w *Worker) processRecord(part *partition, r *kgo.Record) (out []*kgo.Recor
 			dl := event.DeadLetter{Reason: "process: " + err.Error(), Reasons: []string{"process: " + err.Error()}, Attempts: 1, Stage: "process"}
 			return []*kgo.Record{w.deadLetter(r, dl)}, true
 		}
-		w.m.verdict(so.cfg.Name, v)
+		w.m.verdict(so.cfg.Name, so.cfg.Rolling > 0, v)
 	}
 	if !matched {
 		// A valid event of a type no stream on this topic aggregates: the

@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"fmt"
+	"text/tabwriter"
 
 	"github.com/goccy/go-yaml"
 
@@ -26,9 +27,25 @@ func runConfig(ctx context.Context, cx *cmdContext) error {
 		_, err = cx.stdout.Write(b)
 		return err
 	case "keys":
-		for _, k := range config.Keys() {
-			fmt.Fprintf(cx.stdout, "%-36s %s\n", k, config.EnvName(k))
+		// Defaults are the configuration with no file, RECKON_* variable
+		// or --set: the embedded deploy/reckon.yaml, defaults filled.
+		def, err := config.Load("", nil, nil)
+		if err != nil {
+			return err
 		}
+		tw := tabwriter.NewWriter(cx.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tENVIRONMENT\tDEFAULT\tDESCRIPTION")
+		for _, k := range config.Keys() {
+			v, _ := config.Get(def, k)
+			if v == "" {
+				v = `""`
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k, config.EnvName(k), v, config.KeyDoc(k))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(cx.stdout, "\nDEFAULT is the value with no config file, environment variable or --set, on this machine.\nSet a key in the config file, in its environment variable or with --set key=value (lists comma separated,\ndurations like 90s). Streams and gate.types are set in the file only.")
 		return nil
 	default:
 		return fmt.Errorf("%w: unknown subcommand %q (want show or keys)", errUsage, sub)

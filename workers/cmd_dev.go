@@ -2,7 +2,9 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.temporal.io/sdk/client"
 
+	"reckon/internal/config"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/topics"
 	"reckon/workflows"
@@ -127,22 +130,10 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		"stream": mk("stream", self, append([]string{"stream"}, common...)...),
 		"batch":  mk("batch", self, append([]string{"batch"}, common...)...),
 	}
-	// The generator runs one process per scenario, with its default mix of
-	// late, duplicate, poison and skewed events, at the configured rate.
 	var genNames []string
-	for _, sc := range []string{"sensors", "payments", "fiscal"} {
-		name := "gen-" + sc
-		genNames = append(genNames, name)
-		args := []string{"generate", "--scenario", sc, "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0"}
-		if sc == "fiscal" {
-			// The simulated operator answers as this generator's fiscal
-			// operator (zreport.ofd_sim_generator_seed/keys); parts arrive
-			// within minutes on the dev clock.
-			args = []string{"generate", "--scenario", sc, "--rate", "1", "--count", "0",
-				"--seed", strconv.FormatInt(cfg.ZReport.OFDSimGeneratorSeed, 10), "--keys", strconv.Itoa(cfg.ZReport.OFDSimGeneratorKeys),
-				"--ofd-delay", "2m", "--part-delay", "30s"}
-		}
-		procs[name] = mk(name, self, append(args, common...)...)
+	for _, g := range devGenerators(cfg) {
+		genNames = append(genNames, g.name)
+		procs[g.name] = mk(g.name, self, append(g.args, common...)...)
 	}
 	procs["ofd"] = mk("ofd", self, append([]string{"zreport", "ofd-sim"}, common...)...)
 	if cfg.Dev.GenerateRate == 0 {
@@ -167,13 +158,21 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	}
 	// stopAll stops components in reverse start order, each fully before
 	// the next: workers finish their transactions and activities while the
-	// broker and Temporal are still up.
+	// broker and Temporal are still up. Then no component of this stack
+	// runs, so it removes every component's pid file: the supervisor
+	// removes a child's when it exits, and this also clears those an
+	// earlier, killed supervisor left for components this run skipped.
 	stopAll := func() {
 		for i := len(started) - 1; i >= 0; i-- {
 			started[i].cancel()
 			<-started[i].done
 		}
 		started = nil
+		for name := range procs {
+			if err := os.Remove(filepath.Join(runDir, name+".pid")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				say("pid file: %v", err)
+			}
+		}
 	}
 	defer stopAll()
 
@@ -240,6 +239,38 @@ Ctrl-C stops everything; the next `+"`reckon dev`"+` resumes from %s.`,
 	stopAll()
 	say("stopped")
 	return nil
+}
+
+// devGenerator is one generator process of `reckon dev`.
+type devGenerator struct {
+	name string
+	args []string // reckon's arguments, configuration flags not included
+}
+
+// devGenerators returns the generator processes of `reckon dev`: one per
+// scenario, with its default mix of late, duplicate, poison and skewed
+// events, at the configured rate. Every start of the stack writes into the
+// same topics and lake, so no run may repeat an earlier run's event_ids
+// (dedup would drop the new events as redeliveries) or fiscal shifts.
+func devGenerators(cfg *config.Config) []devGenerator {
+	var gens []devGenerator
+	for _, sc := range []string{"sensors", "payments", "fiscal"} {
+		// No --seed: each run draws a fresh event_id nonce.
+		args := []string{"generate", "--scenario", sc, "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0"}
+		if sc == "fiscal" {
+			// The simulated operator answers as this generator's fiscal
+			// operator (zreport.ofd_sim_generator_seed/keys), so the seed
+			// is fixed; the ids still get a fresh nonce and the shifts
+			// follow the clock. Parts arrive within minutes on the dev
+			// clock.
+			args = []string{"generate", "--scenario", sc, "--rate", "1", "--count", "0",
+				"--seed", strconv.FormatInt(cfg.ZReport.OFDSimGeneratorSeed, 10), "--keys", strconv.Itoa(cfg.ZReport.OFDSimGeneratorKeys),
+				"--id-nonce", "random", "--first-key", "now",
+				"--ofd-delay", "2m", "--part-delay", "30s"}
+		}
+		gens = append(gens, devGenerator{name: "gen-" + sc, args: args})
+	}
+	return gens
 }
 
 func hasSet(sets []string, key string) bool {

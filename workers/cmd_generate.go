@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +23,8 @@ import (
 type generateSummary struct {
 	Scenario     generate.Scenario `json:"scenario"`
 	Seed         int64             `json:"seed"`
+	IDNonce      uint64            `json:"id_nonce"`
+	FirstKey     int64             `json:"first_key,omitempty"`
 	Start        string            `json:"start"`
 	Records      int64             `json:"records"`
 	KafkaAcked   int64             `json:"kafka_acked"`
@@ -49,7 +53,9 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 	scenario := fs.String("scenario", "", "traffic: sensors | payments | fiscal (required)")
 	rate := fs.Float64("rate", def.Rate, "events per second of event time (and of wall time when paced)")
 	count := fs.Int64("count", 0, "records to produce, every category included; 0 = forever (no manifest)")
-	seed := fs.Int64("seed", 1, "seed: same flags and seed give byte-identical output")
+	seed := fs.Int64("seed", 1, "seed: the same flags with --seed given give byte-identical output (see --id-nonce)")
+	idNonce := fs.String("id-nonce", "auto", "auto | random | N: mixed into every event_id so a rerun repeats none of an earlier run's; 0 = ids from the seed alone. auto = random, or 0 when --seed is given. The summary and manifest print the nonce used")
+	firstKey := fs.String("first-key", "0", "fiscal: number of the first business key (drive k mod --keys, shift first + k div --keys), or now = the key slot (3/rate s from "+generate.FiscalEpoch.Format(time.DateOnly)+") --start falls in, so live reruns make new shifts")
 	out := fs.String("out", "", "also write JSONL (envelope + arrived_at) to this file; - for stdout")
 	manifest := fs.String("manifest", "", "write the run's manifest (counts, listed records, truth) to this JSON file")
 	noKafka := fs.Bool("no-kafka", false, "do not produce to Kafka")
@@ -115,6 +121,30 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 	} else {
 		o.Start = t
 	}
+	// With the same ids every run would repeat the last one's event_ids
+	// with other payloads, and dedup would drop the new events as
+	// redeliveries: only an explicit --seed asks for a repeat.
+	switch *idNonce {
+	case "auto", "random":
+		if *idNonce == "random" || !set["seed"] {
+			for o.IDNonce == 0 {
+				o.IDNonce = rand.Uint64()
+			}
+		}
+	default:
+		n, err := strconv.ParseUint(*idNonce, 10, 64)
+		if err != nil {
+			usage("--id-nonce %q is not auto, random or a number", *idNonce)
+		}
+		o.IDNonce = n
+	}
+	if *firstKey == "now" {
+		o.FirstKey = generate.FirstKeyAt(o.Start, o.Rate)
+	} else if n, err := strconv.ParseInt(*firstKey, 10, 64); err != nil {
+		usage("--first-key %q is not a number or now", *firstKey)
+	} else {
+		o.FirstKey = n
+	}
 	if d, err := generate.ParseDelayDist(*delayDist); err != nil {
 		problems = append(problems, err)
 	} else {
@@ -155,7 +185,7 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 
-	summary := generateSummary{Scenario: sc, Seed: o.Seed, Start: g.Options().Start.Format(generate.TimeLayout), Paced: paced}
+	summary := generateSummary{Scenario: sc, Seed: o.Seed, IDNonce: o.IDNonce, FirstKey: o.FirstKey, Start: g.Options().Start.Format(generate.TimeLayout), Paced: paced}
 	var rc *generate.Recorder
 	if *manifest != "" {
 		rc = generate.NewRecorder(g)

@@ -450,6 +450,7 @@ type lakeAggJSON struct {
 	WindowEnd   string  `json:"window_end"`
 	Count       int64   `json:"count"`
 	Sum         float64 `json:"sum"`
+	Avg         float64 `json:"avg"` // sum / count
 	Min         float64 `json:"min"`
 	Max         float64 `json:"max"`
 }
@@ -457,19 +458,21 @@ type lakeAggJSON struct {
 func printLakeAggs(out io.Writer, format string, aggs []lake.WindowAgg) error {
 	bw := bufio.NewWriter(out)
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	// Windows hold at least one event, so count is never 0.
+	avg := func(a lake.WindowAgg) float64 { return a.Sum / float64(a.Count) }
 	switch format {
 	case "json":
 		enc := json.NewEncoder(bw)
 		for _, a := range aggs {
-			if err := enc.Encode(lakeAggJSON{a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), a.Count, a.Sum, a.Min, a.Max}); err != nil {
+			if err := enc.Encode(lakeAggJSON{a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), a.Count, a.Sum, avg(a), a.Min, a.Max}); err != nil {
 				return err
 			}
 		}
 	case "csv":
 		cw := csv.NewWriter(bw)
-		cw.Write([]string{"key", "window_start", "window_end", "count", "sum", "min", "max"})
+		cw.Write([]string{"key", "window_start", "window_end", "count", "sum", "avg", "min", "max"})
 		for _, a := range aggs {
-			cw.Write([]string{a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), strconv.FormatInt(a.Count, 10), f(a.Sum), f(a.Min), f(a.Max)})
+			cw.Write([]string{a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), strconv.FormatInt(a.Count, 10), f(a.Sum), f(avg(a)), f(a.Min), f(a.Max)})
 		}
 		cw.Flush()
 		if err := cw.Error(); err != nil {
@@ -477,9 +480,9 @@ func printLakeAggs(out io.Writer, format string, aggs []lake.WindowAgg) error {
 		}
 	default:
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "KEY\tWINDOW_START\tWINDOW_END\tCOUNT\tSUM\tMIN\tMAX")
+		fmt.Fprintln(tw, "KEY\tWINDOW_START\tWINDOW_END\tCOUNT\tSUM\tAVG\tMIN\tMAX")
 		for _, a := range aggs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), a.Count, f(a.Sum), f(a.Min), f(a.Max))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), a.Count, f(a.Sum), f(avg(a)), f(a.Min), f(a.Max))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

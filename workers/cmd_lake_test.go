@@ -152,22 +152,22 @@ func testLakeCommands(t *testing.T, root string, env []string, exists func(key s
 
 	query := []string{"query", "--topic", topic, "--from", "2026-11-07T08:00:00Z", "--to", "2026-11-07T10:00:00Z"}
 	got := run(append(query, "--format", "json")...)
-	want := `{"key":"sensor-01","window_start":"2026-11-07T08:00:00Z","window_end":"2026-11-07T09:00:00Z","count":1,"sum":-3.5,"min":-3.5,"max":-3.5}
-{"key":"sensor-01","window_start":"2026-11-07T09:00:00Z","window_end":"2026-11-07T10:00:00Z","count":1,"sum":20.25,"min":20.25,"max":20.25}
-{"key":"sensor-07","window_start":"2026-11-07T08:00:00Z","window_end":"2026-11-07T09:00:00Z","count":3,"sum":75.5,"min":24.5,"max":26}
+	want := `{"key":"sensor-01","window_start":"2026-11-07T08:00:00Z","window_end":"2026-11-07T09:00:00Z","count":1,"sum":-3.5,"avg":-3.5,"min":-3.5,"max":-3.5}
+{"key":"sensor-01","window_start":"2026-11-07T09:00:00Z","window_end":"2026-11-07T10:00:00Z","count":1,"sum":20.25,"avg":20.25,"min":20.25,"max":20.25}
+{"key":"sensor-07","window_start":"2026-11-07T08:00:00Z","window_end":"2026-11-07T09:00:00Z","count":3,"sum":75.5,"avg":25.166666666666668,"min":24.5,"max":26}
 `
 	if got != want {
 		t.Errorf("query json:\n%s\nwant:\n%s", got, want)
 	}
 	got = run(append(query, "--format", "csv", "--key", "sensor-07", "--window", "30m")...)
-	want = "key,window_start,window_end,count,sum,min,max\n" +
-		"sensor-07,2026-11-07T08:00:00Z,2026-11-07T08:30:00Z,2,50.5,24.5,26\n" +
-		"sensor-07,2026-11-07T08:30:00Z,2026-11-07T09:00:00Z,1,25,25,25\n"
+	want = "key,window_start,window_end,count,sum,avg,min,max\n" +
+		"sensor-07,2026-11-07T08:00:00Z,2026-11-07T08:30:00Z,2,50.5,25.25,24.5,26\n" +
+		"sensor-07,2026-11-07T08:30:00Z,2026-11-07T09:00:00Z,1,25,25,25,25\n"
 	if got != want {
 		t.Errorf("query csv:\n%s\nwant:\n%s", got, want)
 	}
 	got = run(query...)
-	if !strings.HasPrefix(got, "KEY") || !strings.Contains(got, "WINDOW_START") || strings.Count(got, "\n") != 4 {
+	if !strings.HasPrefix(got, "KEY") || !strings.Contains(got, "WINDOW_START") || !strings.Contains(got, "AVG") || strings.Count(got, "\n") != 4 {
 		t.Errorf("query table:\n%s", got)
 	}
 
@@ -257,7 +257,7 @@ func TestLakeMatchesGeneratorTruth(t *testing.T) {
 	for i := range rows {
 		g, w := rows[i], want[i]
 		ws, _ := parseLakeTime(w.WindowStart)
-		if g.Key != w.Key || g.WindowStart != lakeRFC3339(ws) || g.Count != w.Count || math.Abs(g.Sum-w.Sum) > 1e-6 || g.Min != w.Min || g.Max != w.Max {
+		if g.Key != w.Key || g.WindowStart != lakeRFC3339(ws) || g.Count != w.Count || math.Abs(g.Sum-w.Sum) > 1e-6 || math.Abs(g.Avg-w.Sum/float64(w.Count)) > 1e-9 || g.Min != w.Min || g.Max != w.Max {
 			t.Errorf("window %d = %+v, manifest %+v", i, g, w)
 		}
 	}

@@ -59,7 +59,9 @@ func runTopics(ctx context.Context, cx *cmdContext) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(cx.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tRETENTION.MS\tCLEANUP\tMESSAGES\tEND OFFSETS\tIN MAP")
+	// The sum of end offsets is not a message count: transaction markers
+	// and aborted records take offsets too, and retention does not lower it.
+	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tRETENTION.MS\tCLEANUP\tOFFSETS\tEND OFFSETS\tIN MAP")
 	for _, l := range live {
 		var parts []int32
 		var total int64
@@ -83,5 +85,9 @@ func runTopics(ctx context.Context, cx *cmdContext) error {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t(missing: run `reckon topics apply`)\ttrue\n", t.Name)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(cx.stdout, "\nOFFSETS is the sum of the partitions' END OFFSETS (partition:offset): offsets ever used, transaction markers\nand aborted records included, records removed by retention not subtracted. It is not a message count.")
+	return nil
 }

@@ -176,6 +176,9 @@ func zreportList(ctx context.Context, cx *cmdContext) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if *limit < 1 {
+		return fmt.Errorf("%w: --limit %d: want at least 1", errUsage, *limit)
+	}
 	c, err := dialTemporal(ctx, cx)
 	if err != nil {
 		return err
@@ -210,7 +213,34 @@ func zreportList(ctx context.Context, cx *cmdContext) error {
 			break
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n >= *limit && len(token) > 0 {
+		// Stopped at the limit with pages left: say so, with the total when
+		// visibility can count it.
+		total := int64(-1)
+		if resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: cx.cfg.Temporal.Namespace, Query: q}); err == nil {
+			total = resp.GetCount()
+		}
+		if f := truncatedFooter(n, total, "--limit"); f != "" {
+			fmt.Fprintln(cx.stdout, f)
+		}
+	}
+	return nil
+}
+
+// truncatedFooter is the line a list prints when it stopped at its limit
+// after shown rows: total is how many there are, or -1 when unknown (then
+// more are assumed). Empty when nothing was left out.
+func truncatedFooter(shown int, total int64, flag string) string {
+	switch {
+	case total < 0:
+		return fmt.Sprintf("(showing the first %d; there are more: %s N for more)", shown, flag)
+	case total > int64(shown):
+		return fmt.Sprintf("(showing %d of %d; %s N for more)", shown, total, flag)
+	}
+	return ""
 }
 
 // zreportListQuery builds the visibility query. Values are validated, so

@@ -29,6 +29,7 @@ import (
 	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/testenv"
 	"reckon/internal/zreport"
+	"reckon/workflows"
 )
 
 // zpartJSON renders a Z-report part envelope as the parts topic carries it.
@@ -259,6 +260,62 @@ func TestZReportEndToEnd(t *testing.T) {
 	})
 	if !strings.Contains(listed, "zreport/9960440300000003/9") || strings.Contains(listed, "9960440300000001") {
 		t.Errorf("list --status incomplete:\n%s", listed)
+	}
+}
+
+// TestZReportListSaysWhenTruncated: a list stopped by --limit says how
+// many it showed of how many; a complete one prints no footer.
+func TestZReportListSaysWhenTruncated(t *testing.T) {
+	tc, hostport := testenv.Temporal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Z-report executions that no worker runs: visibility lists them all
+	// the same.
+	for i := range 5 {
+		if _, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("zreport/list-test/%d", i), TaskQueue: "nobody-polls"}, workflows.ZReportWorkflow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(limit string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := Main(ctx, []string{"zreport", "list", "--limit", limit, "--set", "temporal.address=" + hostport}, nil, &out, &errb, nil); code != 0 {
+			t.Fatalf("list --limit %s: exit %d: %s", limit, code, errb.String())
+		}
+		return out.String()
+	}
+	var all string
+	if ok, _ := pollUntil(20*time.Second, func() (bool, string) {
+		all = list("10")
+		return strings.Count(all, "zreport/list-test/") == 5, ""
+	}); !ok {
+		t.Fatalf("visibility never listed the 5 executions:\n%s", all)
+	}
+	if strings.Contains(all, "showing") {
+		t.Errorf("a complete list has a footer:\n%s", all)
+	}
+	got := list("3")
+	if n := strings.Count(got, "zreport/list-test/"); n != 3 || !strings.Contains(got, "(showing 3 of 5; --limit N for more)") {
+		t.Errorf("list --limit 3 (%d rows):\n%s", n, got)
+	}
+	if got := list("5"); strings.Contains(got, "showing") {
+		t.Errorf("list --limit 5 of 5 has a footer:\n%s", got)
+	}
+}
+
+func TestTruncatedFooter(t *testing.T) {
+	for _, c := range []struct {
+		shown int
+		total int64
+		want  string
+	}{
+		{100, 214, "(showing 100 of 214; --limit N for more)"},
+		{100, 100, ""},
+		{100, -1, "(showing the first 100; there are more: --limit N for more)"},
+	} {
+		if got := truncatedFooter(c.shown, c.total, "--limit"); got != c.want {
+			t.Errorf("truncatedFooter(%d, %d) = %q, want %q", c.shown, c.total, got, c.want)
+		}
 	}
 }
 

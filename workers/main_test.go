@@ -6,7 +6,9 @@ import (
 )
 
 // envChild makes the test binary run as a `reckon` process (its arguments
-// in envChildArgs, separated by the ASCII unit separator 0x1f), so tests can SIGKILL a real worker.
+// in envChildArgs, separated by the ASCII unit separator 0x1f, or else its
+// own command line, as `reckon dev` passes them), so tests can SIGKILL a
+// real worker or supervise real children.
 const (
 	envChild     = "WORKERS_TEST_CHILD"
 	envChildArgs = "WORKERS_TEST_CHILD_ARGS"
@@ -16,7 +18,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envChild) != "" {
 		ctx, stop := signalContext()
 		defer stop()
-		args := splitArgs(os.Getenv(envChildArgs))
+		args := os.Args[1:]
+		if a, ok := os.LookupEnv(envChildArgs); ok {
+			args = splitArgs(a)
+		}
 		os.Exit(Main(ctx, args, os.Stdin, os.Stdout, os.Stderr, os.Environ()))
 	}
 	os.Exit(m.Run())

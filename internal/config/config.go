@@ -54,7 +54,7 @@ type Kafka struct {
 type Temporal struct {
 	// Address of the frontend. Default "127.0.0.1:7233".
 	Address string `yaml:"address"`
-	// Namespace. Default "default".
+	// Namespace holds reckon's workflows and schedules. Default "default".
 	Namespace string `yaml:"namespace"`
 	// TaskQueue the batch workers poll. Default "reckon-batch".
 	TaskQueue string `yaml:"task_queue"`

@@ -27,6 +27,37 @@ func Keys() []string {
 	return keys
 }
 
+// KeyDoc returns the one-line description of key: the first sentence of
+// its field's doc comment (keys_doc.go, generated from the comments by
+// `go test ./internal/config -run TestKeyDocs -update`), or "" for an
+// unknown key.
+func KeyDoc(key string) string { return keyDocs[key] }
+
+// Get returns key's value in c as Set takes it: lists comma separated,
+// durations in Go syntax. Secrets are redacted. It reports false for an
+// unknown key.
+func Get(c *Config, key string) (string, bool) {
+	var index []int
+	walk(reflect.TypeOf(Config{}), "", func(path string, idx []int) {
+		if path == key {
+			index = idx
+		}
+	})
+	if index == nil {
+		return "", false
+	}
+	v := reflect.ValueOf(c).Elem().FieldByIndex(index)
+	switch x := v.Interface().(type) {
+	case time.Duration:
+		return x.String(), true
+	case []string:
+		return strings.Join(x, ","), true
+	case Secret:
+		return x.String(), true
+	}
+	return fmt.Sprint(v.Interface()), true
+}
+
 // EnvName is the environment variable that overrides key.
 func EnvName(key string) string {
 	return "RECKON_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))

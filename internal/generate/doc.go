@@ -15,6 +15,12 @@
 // multiples of 1/16 °C (a DS18B20's resolution), IDR amounts multiples of
 // 500; fiscal totals have kopeks and compare within 0.005.
 //
+// Reruns into the same topics must not repeat event_ids, or dedup takes the
+// new events for redeliveries: Options.IDNonce changes every event_id and
+// nothing else, and Options.FirstKey moves fiscal traffic to shifts an
+// earlier run did not make. `reckon generate` picks a random nonce unless
+// --seed is given.
+//
 // # Time
 //
 // Event times start at Options.Start and advance by exponential gaps of mean

@@ -6,19 +6,38 @@ import (
 	"time"
 )
 
-// Fiscal business keys are numbered k = 0, 1, 2, …: key k is shift
-// firstShift(d) + k/len(drives) of drive d = k mod len(drives), closing at
-// Start + k·gap + jitter(k) with jitter in [0, gap). Its true figures and
-// close time come from a generator seeded by (Seed, k) alone, so
-// OFDDocument can answer for any key without replaying the traffic.
+// Fiscal business keys are numbered k = FirstKey, FirstKey+1, …: key k is
+// shift firstShift(d) + k/len(drives) of drive d = k mod len(drives),
+// closing at Start + (k−FirstKey)·gap + jitter(k) with jitter in [0, gap).
+// Its true figures and jitter come from a generator seeded by (Seed, k)
+// alone, so OFDDocument can answer for any key without replaying the
+// traffic.
 
 func (g *Generator) fiscalGap() float64 { return 3 * float64(time.Second) / g.o.Rate }
+
+// FiscalEpoch is the instant FirstKeyAt counts fiscal keys from.
+var FiscalEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// FirstKeyAt returns the fiscal key whose slot contains t when keys follow
+// one another every 3/rate seconds (rate 0: the default 100) from
+// FiscalEpoch; 0 before it. Live runs that start with FirstKey =
+// FirstKeyAt(start, rate) make shifts no earlier run at that rate made.
+func FirstKeyAt(t time.Time, rate float64) int64 {
+	if rate <= 0 {
+		rate = 100
+	}
+	d := t.Sub(FiscalEpoch)
+	if d <= 0 {
+		return 0
+	}
+	return int64(d.Seconds() * rate / 3)
+}
 
 // fiscalKey returns business key k's OFD figures: the primary document.
 func (g *Generator) fiscalKey(k int64) Part {
 	kr := newRNG(g.o.Seed, 1<<32+uint64(k))
 	gap := g.fiscalGap()
-	closed := g.o.Start.Add(ms(float64(k)*gap + kr.between(0, gap)))
+	closed := g.o.Start.Add(ms(float64(k-g.o.FirstKey)*gap + kr.between(0, gap)))
 	d := g.drives[k%int64(len(g.drives))]
 	receipts := 20 + kr.intn(380)
 	avg := math.Exp(kr.norm(math.Log(65000), 0.35)) // kopeks per receipt
@@ -66,7 +85,7 @@ func (g *Generator) skewFigures(p Part) Part {
 // fiscalStep generates the parts of the next business key.
 func (g *Generator) fiscalStep() {
 	o := &g.o
-	truth := g.fiscalKey(g.step)
+	truth := g.fiscalKey(g.o.FirstKey + g.step)
 	g.floor = truth.ClosedAt
 
 	missing := ""
@@ -137,7 +156,7 @@ func (g *Generator) pushPart(p Part, arrival time.Time, cat Category) {
 }
 
 func (g *Generator) partEnvelope(p Part) (*envelope, string) {
-	e := &envelope{id: g.r.uuid(), typ: SourceType(p.Source), occurred: fmtTime(p.ClosedAt)}
+	e := &envelope{id: g.eventID(), typ: SourceType(p.Source), occurred: fmtTime(p.ClosedAt)}
 	e.data = []field{
 		{"fiscal_drive", rawString(p.FiscalDrive)},
 		{"shift", rawInt(int64(p.Shift))},

@@ -16,8 +16,9 @@ const ringSize = 256
 // delay: window + allowed lateness + the delay tail for streams, the OFD
 // delay for fiscal) and a fixed ring of redelivery candidates.
 type Generator struct {
-	o Options
-	r *rng
+	o     Options
+	r     *rng
+	idMix [2]uint64 // IDNonce's mask over event_id bits; zero for nonce 0
 
 	keyField, valField string
 
@@ -57,6 +58,10 @@ func New(o Options) (*Generator, error) {
 	}
 	o = o.withDefaults()
 	g := &Generator{o: o, r: newRNG(o.Seed, 1)}
+	if o.IDNonce != 0 {
+		m := newRNG(int64(o.IDNonce), 3)
+		g.idMix = [2]uint64{m.uint64(), m.uint64()}
+	}
 	kr := newRNG(o.Seed, 2) // key material, independent of the traffic
 	switch o.Scenario {
 	case Sensors:
@@ -186,6 +191,11 @@ func (g *Generator) pop() *Record {
 
 func ms(d float64) time.Duration { return time.Duration(d).Truncate(time.Millisecond) }
 
+// eventID draws the next event_id. The traffic stream draws the same bits
+// whatever the nonce, so the nonce changes the ids and nothing else; XOR
+// with a fixed mask keeps the ids of one run distinct.
+func (g *Generator) eventID() string { return g.r.uuid(g.idMix) }
+
 // onTimeDelay is how long an ordinary record takes: network and batching
 // latency, exponential with mean out-of-orderness/20 (250ms for 5s), capped
 // below half the out-of-orderness so it is never behind the watermark.
@@ -247,7 +257,7 @@ func (g *Generator) lateArrival(et time.Time) (Category, time.Time) {
 
 // streamEvent draws one sensor reading or payment at event time et.
 func (g *Generator) streamEvent(et time.Time, late bool) (e *envelope, key string, value float64) {
-	e = &envelope{id: g.r.uuid(), occurred: fmtTime(et)}
+	e = &envelope{id: g.eventID(), occurred: fmtTime(et)}
 	if g.o.Scenario == Sensors {
 		d := g.devices[g.r.intn(len(g.devices))]
 		hour := float64(et.Hour()) + float64(et.Minute())/60

@@ -108,6 +108,91 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
+// TestIDNonce: a nonce changes the event_ids and nothing else, and runs
+// under different nonces (0 included) share no event_id, so a rerun is not
+// deduplicated against the run before it.
+func TestIDNonce(t *testing.T) {
+	for _, s := range Scenarios {
+		t.Run(string(s), func(t *testing.T) {
+			o := noisy(s, 3000)
+			runs := map[uint64][]Record{}
+			for _, n := range []uint64{0, 1, 0x9e3779b97f4a7c15} {
+				o.IDNonce = n
+				runs[n] = drain(t, o)
+			}
+			ids := map[string]uint64{}
+			for n, recs := range runs {
+				if len(recs) != len(runs[0]) {
+					t.Fatalf("nonce %d: %d records, nonce 0: %d", n, len(recs), len(runs[0]))
+				}
+				for i, r := range recs {
+					r0 := runs[0][i]
+					if !r.Arrival.Equal(r0.Arrival) || r.Category != r0.Category || r.Measure != r0.Measure || !bytes.Equal(r.Key, r0.Key) {
+						t.Fatalf("nonce %d record %d differs beyond its event_id: %+v vs %+v", n, i, r, r0)
+					}
+					if !r.Category.Valid() || r.Category == Duplicate {
+						continue
+					}
+					if other, ok := ids[r.EventID]; ok && other != n {
+						t.Fatalf("event_id %s made under nonces %d and %d", r.EventID, other, n)
+					}
+					ids[r.EventID] = n
+				}
+			}
+			if len(ids) < 3*2000 {
+				t.Fatalf("only %d distinct valid event_ids over three runs", len(ids))
+			}
+		})
+	}
+}
+
+// TestFirstKey: fiscal runs over disjoint key ranges make disjoint shifts,
+// and an operator built with FirstKey 0 (the OFD simulator) answers for the
+// keys of a run that started later with that run's figures.
+func TestFirstKey(t *testing.T) {
+	o := noisy(Fiscal, 3000)
+	shifts := func(recs []Record) map[string]bool {
+		m := map[string]bool{}
+		for _, r := range recs {
+			if r.Part != nil {
+				m[r.Part.BusinessKey()] = true
+			}
+		}
+		return m
+	}
+	first := shifts(drain(t, o))
+	operator := mustNew(t, o)
+	o.FirstKey = FirstKeyAt(testStart, o.Rate)
+	if o.FirstKey < int64(len(first)) {
+		t.Fatalf("FirstKeyAt(%v) = %d is not past the first run's %d keys", testStart, o.FirstKey, len(first))
+	}
+	later := drain(t, o)
+	for k := range shifts(later) {
+		if first[k] {
+			t.Fatalf("business key %s made by both runs", k)
+		}
+	}
+	var checked int
+	for _, r := range later {
+		if p := r.Part; p != nil && p.Source == SourceOFD && r.Category != Duplicate {
+			doc, ok := operator.OFDDocument(p.FiscalDrive, p.Shift)
+			if !ok || doc.Receipts != p.Receipts || doc.TotalKopeks != p.TotalKopeks {
+				t.Fatalf("OFD part %+v, operator document %+v", p, doc)
+			}
+			checked++
+		}
+	}
+	if checked < 500 {
+		t.Fatalf("only %d OFD parts checked", checked)
+	}
+	if k := FirstKeyAt(FiscalEpoch.Add(-time.Hour), 1); k != 0 {
+		t.Fatalf("FirstKeyAt before the epoch = %d", k)
+	}
+	if a, b := FirstKeyAt(testStart, 1), FirstKeyAt(testStart.Add(time.Minute), 1); b-a != 20 {
+		t.Fatalf("a minute at rate 1 advances %d keys, want 20", b-a)
+	}
+}
+
 func TestOrderAndCount(t *testing.T) {
 	for _, s := range Scenarios {
 		t.Run(string(s), func(t *testing.T) {

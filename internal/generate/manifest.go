@@ -51,6 +51,8 @@ type Manifest struct {
 type OptionsJSON struct {
 	Scenario               Scenario     `json:"scenario"`
 	Seed                   int64        `json:"seed"`
+	IDNonce                uint64       `json:"id_nonce,omitempty"`
+	FirstKey               int64        `json:"first_key,omitempty"`
 	Start                  string       `json:"start"`
 	Count                  int64        `json:"count"`
 	Rate                   float64      `json:"rate"`
@@ -79,7 +81,7 @@ type OptionsJSON struct {
 
 func optionsJSON(o Options) OptionsJSON {
 	j := OptionsJSON{
-		Scenario: o.Scenario, Seed: o.Seed, Start: fmtTime(o.Start), Count: o.Count, Rate: o.Rate, Keys: o.Keys,
+		Scenario: o.Scenario, Seed: o.Seed, IDNonce: o.IDNonce, FirstKey: o.FirstKey, Start: fmtTime(o.Start), Count: o.Count, Rate: o.Rate, Keys: o.Keys,
 		LateFraction: o.LateFraction, DelayDist: o.Delay.String(), BeyondLatenessFraction: o.BeyondLatenessFraction,
 		DuplicateFraction: o.DuplicateFraction, RedeliveryDelay: o.RedeliveryDelay.String(),
 		PoisonFraction: o.PoisonFraction, PoisonKinds: o.PoisonKinds, SkewFraction: o.SkewFraction,

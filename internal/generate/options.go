@@ -201,6 +201,12 @@ type Options struct {
 	Scenario Scenario
 	// Seed selects the traffic; any value, 0 included.
 	Seed int64
+	// IDNonce is mixed into every event_id: runs with the same Seed and
+	// different nonces make the same traffic under disjoint event_ids, so a
+	// rerun into the same topics is not taken for redeliveries of the
+	// earlier run (dedup by event_id would drop it). Default 0: the ids
+	// come from Seed alone.
+	IDNonce uint64
 	// Start is the event time of the first event. Required (the package
 	// reads no clock; the CLI passes the current time by default).
 	Start time.Time
@@ -257,6 +263,11 @@ type Options struct {
 	// PartDelay is the mean delay of DWH parts after shift close (RMS: half
 	// of it). Default 20m.
 	PartDelay time.Duration
+	// FirstKey is the number of the first fiscal business key the run
+	// makes: key k is drive k mod Keys, shift firstShift + k div Keys, and
+	// its figures depend on Seed and k only. Default 0. Runs whose key
+	// ranges do not overlap make disjoint shifts (FirstKeyAt). Fiscal only.
+	FirstKey int64
 
 	// Target: topic and event-time policy. Zero means deploy defaults.
 	Target Target
@@ -359,6 +370,9 @@ func (o Options) Validate() error {
 	}
 	if o.Keys < 0 {
 		bad("keys %d is negative", o.Keys)
+	}
+	if o.FirstKey < 0 || (o.FirstKey > 0 && o.Scenario != Fiscal) {
+		bad("first key %d: must be non-negative, and is for the fiscal scenario only", o.FirstKey)
 	}
 	if o.Scenario == Sensors && o.Keys > 99 {
 		bad("keys %d: sensor ids are sensor-01..sensor-99", o.Keys)

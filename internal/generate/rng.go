@@ -44,10 +44,11 @@ func (r *rng) norm(mean, sd float64) float64 {
 // between returns a uniform value in [lo, hi).
 func (r *rng) between(lo, hi float64) float64 { return lo + (hi-lo)*r.float() }
 
-// uuid returns a random (version 4, RFC 9562 variant) UUID in canonical form.
-func (r *rng) uuid() string {
+// uuid returns a random (version 4, RFC 9562 variant) UUID in canonical
+// form, its random bits XORed with mask.
+func (r *rng) uuid(mask [2]uint64) string {
 	var b [16]byte
-	a, c := r.pcg.Uint64(), r.pcg.Uint64()
+	a, c := r.pcg.Uint64()^mask[0], r.pcg.Uint64()^mask[1]
 	for i := 0; i < 8; i++ {
 		b[i] = byte(a >> (8 * i))
 		b[8+i] = byte(c >> (8 * i))

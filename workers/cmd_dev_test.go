@@ -1,0 +1,68 @@
+package workers
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDevCleanStopLeavesNoPidFiles runs `reckon dev` with only its broker
+// (the children are this test binary, see TestMain), stops it as Ctrl-C
+// does, and finds no pid file left in the run dir: neither the broker's
+// nor a stale one an earlier, killed run left for a component this run
+// skipped.
+func TestDevCleanStopLeavesNoPidFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	t.Setenv(envChild, "1") // children inherit it and run as reckon
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(runDir, "gen-sensors.pid")
+	if err := os.WriteFile(stale, []byte("999999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb lockedBuffer // archive_kill_test.go
+	code := make(chan int, 1)
+	go func() {
+		code <- Main(ctx, []string{"dev", "--without", "temporal,ofd,stream,batch,generate",
+			"--set", "dev.dir=" + dir, "--set", "dev.kafka_port=" + strconv.Itoa(port)}, nil, &out, &errb, nil)
+	}()
+	if ok, _ := pollUntil(60*time.Second, func() (bool, string) { return strings.Contains(out.String(), "reckon dev: up."), "" }); !ok {
+		cancel()
+		t.Fatalf("dev never came up:\n%s\n%s", out.String(), errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "broker.pid")); err != nil {
+		t.Fatalf("broker running without a pid file: %v", err)
+	}
+	cancel() // what Ctrl-C does
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("dev exited %d: %s", c, errb.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev did not stop")
+	}
+	left, err := filepath.Glob(filepath.Join(runDir, "*.pid"))
+	if err != nil || len(left) > 0 {
+		t.Fatalf("pid files left after a clean stop: %v %v\n%s", left, err, out.String())
+	}
+}
