@@ -91,7 +91,7 @@ func runReconcile(ctx context.Context, cx *cmdContext) error {
 	// their current details in the UI), whenever that changes.
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
-	last := ""
+	var waits waitLines
 	for {
 		select {
 		case r := <-done:
@@ -103,8 +103,7 @@ func runReconcile(ctx context.Context, cx *cmdContext) error {
 			}
 			return printReport(cx.stdout, cfg.Lake.Root, r.rep, *jsonOut)
 		case <-tick.C:
-			if w := strings.Join(childWaits(ctx, c, id), "\n"); w != "" && w != last {
-				last = w
+			if w := strings.Join(childWaits(ctx, c, id), "\n"); w != "" && waits.due(w, time.Now()) {
 				fmt.Fprintln(cx.stdout, w)
 			}
 			continue

@@ -3,8 +3,10 @@ package workers
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 
@@ -40,4 +42,26 @@ func childWaits(ctx context.Context, c client.Client, id string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// waitLines decides when a waiting command prints its reason again: at
+// once when what it waits for changes (another workflow or partition,
+// another kind of reason), else at most every waitRepeat while only the
+// figures in it move (a watermark creeping toward its target).
+type waitLines struct {
+	shape string
+	at    time.Time
+}
+
+const waitRepeat = 15 * time.Second
+
+var waitFigures = regexp.MustCompile(`[0-9]`)
+
+func (l *waitLines) due(line string, now time.Time) bool {
+	shape := waitFigures.ReplaceAllString(line, "")
+	if shape == l.shape && now.Sub(l.at) < waitRepeat {
+		return false
+	}
+	l.shape, l.at = shape, now
+	return true
 }
