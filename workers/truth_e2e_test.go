@@ -296,7 +296,25 @@ type truthStack struct {
 
 func startTruthStack(tb testing.TB, ctx context.Context, withUI bool) *truthStack {
 	tb.Helper()
+	st := newTruthStack(tb, ctx, stackOptions{withUI: withUI})
+	st.runStream(tb, ctx)
+	return st
+}
+
+// stackOptions vary the truth stack for tests of one aspect.
+type stackOptions struct {
+	withUI bool
+	// tweak, when set, changes the config (after the second-scale
+	// windows are set) before anything starts.
+	tweak func(*config.Config)
+}
+
+// newTruthStack is startTruthStack without the stream worker: the test
+// runs it (runStream, or as a process it can kill).
+func newTruthStack(tb testing.TB, ctx context.Context, o stackOptions) *truthStack {
+	tb.Helper()
 	st := &truthStack{}
+	withUI := o.withUI
 	var hostport string
 	if withUI {
 		st.tc, hostport, st.ui = temporalWithUI(tb)
@@ -327,6 +345,12 @@ func startTruthStack(tb testing.TB, ctx context.Context, withUI bool) *truthStac
 	for i := range cfg.Streams {
 		s := &cfg.Streams[i]
 		s.Window, s.AllowedLateness, s.OutOfOrderness, s.IdleTimeout, s.EmitInterval, s.Rolling = 5*time.Second, 2*time.Second, time.Second, time.Second, 0, 0
+	}
+	if o.tweak != nil {
+		o.tweak(cfg)
+		if err := cfg.Validate(); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	st.cfg = cfg
 	m, err := topics.Load("")
@@ -369,19 +393,33 @@ func startTruthStack(tb testing.TB, ctx context.Context, withUI bool) *truthStac
 		tb.Fatal(err)
 	}
 
-	// The stream worker, in process.
-	sw, err := streaming.New(cfg, quiet, nil)
+	// Every committed pane, with the wall time this observer saw it.
+	st.obs = newPaneObserver(tb, ctx, cfg)
+	return st
+}
+
+// runStream runs a stream worker in process until the returned stop, the
+// end of ctx or tb's cleanup.
+func (st *truthStack) runStream(tb testing.TB, ctx context.Context) (stop func()) {
+	tb.Helper()
+	sw, err := streaming.New(st.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	sctx, stopStream := context.WithCancel(ctx)
 	streamDone := make(chan error, 1)
 	go func() { streamDone <- sw.Run(sctx) }()
-	tb.Cleanup(func() { stopStream(); <-streamDone })
-
-	// Every committed pane, with the wall time this observer saw it.
-	st.obs = newPaneObserver(tb, ctx, cfg)
-	return st
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			stopStream()
+			if err := <-streamDone; err != nil {
+				tb.Errorf("stream worker: %v", err)
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	return stop
 }
 
 // lakeDir is a temporary lake root removed after everything registered
