@@ -36,8 +36,9 @@ import (
 // (decompression, read-committed filtering of aborted transactions,
 // transaction markers), as a read-committed consumer sees the partition.
 // Fetches to one broker share the client's fetch connection, which a
-// broker serves one request at a time, so no read lets the broker hold it
-// longer than maxFetchWait: a read waiting for new records asks again.
+// broker serves one request at a time, so no read lets the broker hold it:
+// a read waiting for new records asks again every fetchPoll, for at most
+// maxFetchWait per fetch call.
 //
 // Transactional producers are not here: a correction's producer carries a
 // transactional id per (stream, day) that fences the other recomputes of
@@ -59,9 +60,8 @@ type topicRoute struct {
 	leaders map[int32]int32
 }
 
-// maxFetchWait bounds how long a broker may hold one read that finds no
-// record at its offset: long enough not to spin, short enough that a read
-// queued behind it on the shared fetch connection hardly waits.
+// maxFetchWait bounds how long one fetch call waits for a record at its
+// offset (asking every fetchPoll); callers loop for longer waits.
 const maxFetchWait = 500 * time.Millisecond
 
 // NewKafka returns the read side for cfg; role is appended to the client
@@ -110,14 +110,14 @@ type fetchOpts struct {
 	// maxBytes bounds the answer. Zero means kafkaconn.MaxRecordBytes. A
 	// first batch larger than it still comes whole.
 	maxBytes int32
-	// wait is how long the broker may hold the request while it has no
-	// record at the offset. It is capped at maxFetchWait.
+	// wait is how long fetch waits for a record at the offset, asking
+	// again every fetchPoll. It is capped at maxFetchWait.
 	wait time.Duration
 	// keepControl returns transaction markers too (Attrs.IsControl).
 	keepControl bool
 }
 
-// fetch reads topic/partition from offset in one Fetch to the partition's
+// fetch reads topic/partition from offset with Fetches to the partition's
 // leader, as a read-committed consumer sees it: committed records (never
 // aborted ones; markers too if keepControl), and next, the offset after
 // the last batch the answer covered — past aborted batches and markers as
@@ -127,6 +127,34 @@ type fetchOpts struct {
 // moved is looked up again, at most twice: a client's normal recovery, not
 // a retry policy.
 func (k *Kafka) fetch(ctx context.Context, topic string, partition int32, offset int64, o fetchOpts) ([]*kgo.Record, int64, error) {
+	// The broker answers at once (MaxWaitMillis 0) and the wait happens
+	// here, between short reads: a read held at the broker would hold the
+	// client's one fetch connection to it, and every other activity's read
+	// on that broker would queue behind it (a long-polling ReadLate added
+	// about a second to each targeted correction).
+	deadline := time.Now().Add(min(max(o.wait, 0), maxFetchWait))
+	for {
+		recs, next, err := k.fetchNow(ctx, topic, partition, offset, o)
+		if err != nil || len(recs) > 0 || next != offset {
+			return recs, next, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return recs, next, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, offset, ctx.Err()
+		case <-time.After(min(left, fetchPoll)):
+		}
+	}
+}
+
+// fetchPoll is how often a waiting read asks again.
+const fetchPoll = 25 * time.Millisecond
+
+// fetchNow is fetch without waiting: one answer, right away.
+func (k *Kafka) fetchNow(ctx context.Context, topic string, partition int32, offset int64, o fetchOpts) ([]*kgo.Record, int64, error) {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if attempt > 0 {
@@ -163,7 +191,7 @@ func (k *Kafka) fetchOnce(ctx context.Context, topic string, partition int32, of
 		o.maxBytes = kafkaconn.MaxRecordBytes
 	}
 	req := kmsg.NewPtrFetchRequest()
-	req.MaxWaitMillis = int32(min(max(o.wait, 0), maxFetchWait).Milliseconds())
+	req.MaxWaitMillis = 0 // fetch waits between reads instead
 	req.MinBytes = 1
 	req.MaxBytes = o.maxBytes
 	req.IsolationLevel = 1 // read committed
