@@ -170,7 +170,7 @@ func cmpCell(a, b cellKey) int {
 // BenchmarkRecomputeDay measures recomputing one day of a stream from the
 // lake, side by side with DuckDB on the same files in the same run:
 //
-//   - reckon: the Recompute workflow's activity, Truth.RecomputeWindows,
+//   - reckon: the Recompute workflow's activity, BatchTruth.RecomputeWindows,
 //     for the whole day of the payments stream (5-minute windows, 1,000
 //     users), run in Temporal's test activity environment (no server)
 //     against an in-process kfake broker. It reads the published panes
