@@ -56,6 +56,8 @@ type Worker struct {
 	eager      map[tp]time.Time
 	assignedMu sync.Mutex
 	assigned   []tp
+	// started is when Run began: assignment logs say how long the join took.
+	started time.Time
 }
 
 type tp struct {
@@ -179,6 +181,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("streaming: %w", err)
 	}
+	if w.cfg.Stream.Membership == "static" {
+		// A restarted worker takes its partitions back at once instead of
+		// waiting out its predecessor's session (docs/adr/0016).
+		kopts = append(kopts, kgo.InstanceID(w.cfg.Stream.Instance))
+	}
 	sess, err := kgo.NewGroupTransactSession(append(kopts,
 		kgo.TransactionalID(txnID),
 		kgo.TransactionTimeout(w.cfg.Stream.TransactionTimeout),
@@ -199,7 +206,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("streaming: %w", err)
 	}
 	defer sess.Close()
-	w.log.Info("stream worker consuming", "group", w.cfg.Stream.Group, "topics", topics, "transactional_id", txnID)
+	w.started = w.now()
+	if w.cfg.Stream.Membership == "static" {
+		w.log.Info("stream worker joining its group as a static member: a restart of this instance takes its partitions back without a rebalance; partitions of a member gone for good move after the session timeout",
+			"group", w.cfg.Stream.Group, "instance", w.cfg.Stream.Instance, "session_timeout", w.cfg.Stream.SessionTimeout, "topics", topics, "transactional_id", txnID)
+	} else {
+		w.log.Info("stream worker joining its group; after a crash, the previous member's partitions are assigned once its session expires",
+			"group", w.cfg.Stream.Group, "session_timeout", w.cfg.Stream.SessionTimeout, "topics", topics, "transactional_id", txnID)
+	}
 
 	// A shutdown (ctx ending) still finishes the open transaction: what was
 	// processed is committed, not left to the next owner to redo.
@@ -454,7 +468,8 @@ func (w *Worker) partitionFor(ctx context.Context, k tp, first int64) (*partitio
 	}
 	w.parts[k] = p
 	w.log.Info("partition assigned", "topic", k.topic, "partition", k.partition, "resume_offset", p.next,
-		"checkpoint_epoch", p.log.epoch, "checkpoint_offset", p.log.from, "replayed_transactions", len(p.log.entries))
+		"checkpoint_epoch", p.log.epoch, "checkpoint_offset", p.log.from, "replayed_transactions", len(p.log.entries),
+		"since_start", w.now().Sub(w.started).Round(time.Millisecond))
 	return p, nil
 }
 

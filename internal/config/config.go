@@ -159,6 +159,14 @@ type StreamWorker struct {
 	// SessionTimeout is the consumer group session timeout: how long a
 	// killed worker's partitions wait before moving to another. Default 45s.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// Membership is how the worker joins its consumer group: "static" (a
+	// static member named Instance, KIP-345: a restarted worker gets its
+	// partitions back at once, without a rebalance or a wait for its old
+	// session to expire, and a worker stopped for good hands its partitions
+	// on after SessionTimeout) or "dynamic" (every start is a new member:
+	// a restart after a crash waits out the old session; a clean stop hands
+	// its partitions on at once). Default static.
+	Membership string `yaml:"membership"`
 	// TransactionTimeout is how long the broker keeps a dead worker's open
 	// transaction before aborting it; read-committed consumers of the
 	// outputs wait at most this after a crash (a restarted instance with the
@@ -390,6 +398,7 @@ func (c *Config) fillDefaults() {
 	def(&c.Stream.LatePanes, LatePanesPerTransaction)
 	defInt(&c.Stream.Parallelism, runtime.GOMAXPROCS(0))
 	defDur(&c.Stream.SessionTimeout, 45*time.Second)
+	def(&c.Stream.Membership, "static")
 	defDur(&c.Stream.TransactionTimeout, 30*time.Second)
 	def(&c.Dev.Dir, "./.reckon")
 	defInt(&c.Dev.KafkaPort, 9092)
@@ -491,6 +500,9 @@ func (c *Config) Validate() error {
 				bad("gate.types.%s.fields.%s: min %v > max %v", t, f, *fr.Min, *fr.Max)
 			}
 		}
+	}
+	if m := c.Stream.Membership; m != "static" && m != "dynamic" {
+		bad("stream_worker.membership: %q must be static or dynamic", m)
 	}
 	if c.Stream.MaxAttempts < 1 {
 		bad("stream_worker.max_attempts: must be at least 1")
