@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,14 +76,37 @@ func Reconcile(ctx workflow.Context, in ReconcileParams) (activities.Report, err
 			HorizonWait: in.HorizonWait, HorizonPoll: in.HorizonPoll,
 		})
 	}
+	// Children finish in any order; the details say which are done as
+	// they finish, the report keeps the streams' order.
+	results := make([]activities.RecomputeResult, len(futs))
+	errs := make([]error, len(futs))
+	running := slices.Clone(streams)
+	sel := workflow.NewSelector(ctx)
 	for i, f := range futs {
-		var res activities.RecomputeResult
-		if err := f.Get(ctx, &res); err != nil {
-			rep.Failed = append(rep.Failed, fmt.Sprintf("%s %s: %v", streams[i], date, err))
+		sel.AddFuture(f, func(f workflow.Future) {
+			errs[i] = f.Get(ctx, &results[i])
+			running = slices.DeleteFunc(running, func(s string) bool { return s == streams[i] })
+			done := resultStatus(results[i].Report)
+			if errs[i] != nil {
+				done = StatusFailed
+			}
+			msg := fmt.Sprintf("**reconcile %s**: %s %s", date, streams[i], done)
+			if len(running) > 0 {
+				msg += "; recomputing " + strings.Join(running, ", ")
+			}
+			workflow.SetCurrentDetails(ctx, msg)
+		})
+	}
+	for range futs {
+		sel.Select(ctx)
+	}
+	for i := range futs {
+		if errs[i] != nil {
+			rep.Failed = append(rep.Failed, fmt.Sprintf("%s %s: %v", streams[i], date, errs[i]))
 			continue
 		}
-		rep.Parts = append(rep.Parts, res.Report)
-		rep.Total.Add(res.Report)
+		rep.Parts = append(rep.Parts, results[i].Report)
+		rep.Total.Add(results[i].Report)
 	}
 	rep.Total.From, rep.Total.To = day, day.Add(24*time.Hour)
 	if err := workflow.ExecuteActivity(short, a.WriteReport, rep).Get(ctx, &rep.Path); err != nil {
