@@ -77,10 +77,6 @@ func lakeCalls(t *testing.T) []lakeCall {
 			_, err := l.TopicProgress(ctx, topic)
 			return err
 		}},
-		{"ArchivedThrough", func(ctx context.Context, l *Lake) error {
-			_, err := l.ArchivedThrough(ctx, topic, 1)
-			return err
-		}},
 		{"WritePanes", func(ctx context.Context, l *Lake) error {
 			_, err := l.WritePanes(ctx, "payments", "cancelled", cancelPanes)
 			return err

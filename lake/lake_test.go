@@ -418,13 +418,6 @@ func testProgress(t *testing.T, opts Options) {
 	if err != nil || len(ps) != 3 || ps[2].NextOffset != 300 || !ps[1].ArchivedThrough.Equal(t1.Add(time.Minute)) {
 		t.Fatalf("progress = %+v, %v", ps, err)
 	}
-	through, err := l.ArchivedThrough(t.Context(), topic, 3)
-	if err != nil || !through.Equal(t1) {
-		t.Errorf("ArchivedThrough(3) = %v, %v; want %v", through, err, t1)
-	}
-	if through, _ := l.ArchivedThrough(t.Context(), topic, 4); !through.IsZero() {
-		t.Errorf("ArchivedThrough(4) = %v, want zero (partition 3 unknown)", through)
-	}
 	// Progress lives outside raw/, hidden from raw/**/*.parquet globs.
 	want := []string{"_progress/topic=m8-suhu-kejadian/partition=0.json", "_progress/topic=m8-suhu-kejadian/partition=1.json", "_progress/topic=m8-suhu-kejadian/partition=2.json"}
 	if got := listFiles(t, l); !slices.Equal(got, want) {

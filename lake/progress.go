@@ -113,30 +113,3 @@ func (l *Lake) TopicProgress(ctx context.Context, topic string) ([]Progress, err
 	slices.SortFunc(out, func(a, b Progress) int { return int(a.Partition) - int(b.Partition) })
 	return out, nil
 }
-
-// ArchivedThrough returns the ingest time up to which every one of the
-// topic's partitions is archived: the minimum over partitions of their
-// ArchivedThrough. partitions is the topic's partition count; a partition
-// without progress makes the result the zero time (nothing is known to be
-// complete).
-func (l *Lake) ArchivedThrough(ctx context.Context, topic string, partitions int) (time.Time, error) {
-	ps, err := l.TopicProgress(ctx, topic)
-	if err != nil {
-		return time.Time{}, err
-	}
-	seen := make(map[int32]time.Time, len(ps))
-	for _, p := range ps {
-		seen[p.Partition] = p.ArchivedThrough
-	}
-	var through time.Time
-	for i := 0; i < partitions; i++ {
-		t, ok := seen[int32(i)]
-		if !ok {
-			return time.Time{}, nil
-		}
-		if i == 0 || t.Before(through) {
-			through = t
-		}
-	}
-	return through, nil
-}

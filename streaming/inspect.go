@@ -71,43 +71,6 @@ func CommittedStats(ctx context.Context, cfg *config.Config, s config.Stream) (a
 	return accepted, duplicates, late, minWatermark, nil
 }
 
-// ReadTopic reads every committed record of topic from the start and calls
-// fn for each, returning once nothing arrives for idle.
-func ReadTopic(ctx context.Context, cfg *config.Config, topic string, idle time.Duration, fn func(*kgo.Record)) error {
-	cl, err := kafkaconn.NewClient(cfg.Kafka, "verify",
-		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, idle)
-		fs := cl.PollFetches(pctx)
-		waited := pctx.Err() != nil
-		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if err != context.DeadlineExceeded && err != context.Canceled && ferr == nil {
-				ferr = fmt.Errorf("streaming: read %s/%d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		// A poll can end early with no records (a batch of aborted
-		// transactions' records, filtered out): only a whole idle wait
-		// without records means the end.
-		if fs.NumRecords() == 0 && waited {
-			return nil
-		}
-		fs.EachRecord(fn)
-	}
-}
-
 // sourceOf is the "topic/partition/offset" of the raw record a DLQ or late
 // record came from, from its headers.
 func sourceOf(r *kgo.Record) (topic, src string) {
@@ -160,18 +123,13 @@ type Outputs struct {
 // topic, and the operators' committed counters and lowest watermark.
 func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (Outputs, error) {
 	out := Outputs{Panes: map[string]event.Pane{}, Late: map[string]bool{}, DLQ: map[string]string{}}
-	const idle = 1500 * time.Millisecond
-	var perr error
-	err := ReadTopic(ctx, cfg, cfg.Topics.Summaries, idle, func(r *kgo.Record) {
+	err := kafkaconn.ReadTopic(ctx, cfg.Kafka, "verify", cfg.Topics.Summaries, func(r *kgo.Record) error {
 		var p event.Pane
 		if err := json.Unmarshal(r.Value, &p); err != nil {
-			if perr == nil {
-				perr = fmt.Errorf("streaming: summaries %d/%d: %w", r.Partition, r.Offset, err)
-			}
-			return
+			return fmt.Errorf("streaming: summaries %d/%d: %w", r.Partition, r.Offset, err)
 		}
 		if p.Stream != s.Name {
-			return
+			return nil
 		}
 		if p.Timing == event.TimingOnTime && p.ComputedBy == event.ComputedByStream {
 			out.OnTime++
@@ -184,24 +142,23 @@ func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (O
 		if cur, ok := out.Panes[k]; !ok || p.Version > cur.Version {
 			out.Panes[k] = p
 		}
+		return nil
 	})
-	if err == nil {
-		err = perr
-	}
 	if err != nil {
 		return out, err
 	}
-	if err := ReadTopic(ctx, cfg, cfg.Topics.Late, idle, func(r *kgo.Record) {
+	if err := kafkaconn.ReadTopic(ctx, cfg.Kafka, "verify", cfg.Topics.Late, func(r *kgo.Record) error {
 		if t, src := sourceOf(r); t == s.Topic {
 			out.Late[src] = true
 		}
+		return nil
 	}); err != nil {
 		return out, err
 	}
-	if err := ReadTopic(ctx, cfg, cfg.Topics.DLQ, idle, func(r *kgo.Record) {
+	if err := kafkaconn.ReadTopic(ctx, cfg.Kafka, "verify", cfg.Topics.DLQ, func(r *kgo.Record) error {
 		t, src := sourceOf(r)
 		if t != s.Topic {
-			return
+			return nil
 		}
 		reason := ""
 		for _, h := range r.Headers {
@@ -210,6 +167,7 @@ func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (O
 			}
 		}
 		out.DLQ[src] = reason
+		return nil
 	}); err != nil {
 		return out, err
 	}

@@ -162,18 +162,7 @@ func TestProgressRestoreFromCheckpointOlderThanIdlePurge(t *testing.T) {
 	st, _ := cfg.StreamByName("payments")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	view, err := progress.NewView(cfg, slog.New(slog.NewTextHandler(&logBuffer{}, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer view.Close()
-	latest := func() event.StreamProgress {
-		if err := view.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		p, _ := view.Get(st.Name, st.Topic, 0)
-		return p
-	}
+	latest := latestProgress(t, ctx, cfg, st, 0)
 
 	// Window W, a few windows back: event times set the watermark, record
 	// timestamps (now) only bound it.
@@ -254,7 +243,7 @@ func TestProgressRestoreFromCheckpointOlderThanIdlePurge(t *testing.T) {
 
 	src := fmt.Sprintf("%s/0/%d", st.Topic, late)
 	found := false
-	if err := progresscheck.ReadCommitted(ctx, cfg, cfg.Topics.Late, func(r *kgo.Record) error {
+	if err := kafkaconn.ReadTopic(ctx, cfg.Kafka, "test", cfg.Topics.Late, func(r *kgo.Record) error {
 		_, s := sourceOf(r)
 		found = found || s == src
 		return nil
@@ -309,18 +298,7 @@ func TestStreamRestartDoesNotIdleAheadOfWaitingRecords(t *testing.T) {
 	st, _ := cfg.StreamByName("payments")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	view, err := progress.NewView(cfg, slog.New(slog.NewTextHandler(&logBuffer{}, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer view.Close()
-	latest := func() event.StreamProgress {
-		if err := view.Sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-		p, _ := view.Get(st.Name, st.Topic, 0)
-		return p
-	}
+	latest := latestProgress(t, ctx, cfg, st, 0)
 	ws := time.Now().UTC().Truncate(st.Window).Add(-3 * st.Window)
 	end := ws.Add(st.Window)
 	pay := func(id uint64, user string, amount float64, at time.Time) payment {
@@ -351,5 +329,24 @@ func TestStreamRestartDoesNotIdleAheadOfWaitingRecords(t *testing.T) {
 	}
 	if !slices.ContainsFunc(c.Panes, func(p event.Pane) bool { return p.Key == "u1" && p.WindowStart.Equal(ws) && p.Count == 3 }) {
 		t.Errorf("the event that waited within W's lateness is in no pane of W; progress:\n%s", strings.Join(rs, "\n"))
+	}
+}
+
+// latestProgress follows cfg's progress topic (closed at the test's end)
+// and returns a func giving stream st's latest committed progress on
+// partition p, read up to the topic's last stable offset.
+func latestProgress(t *testing.T, ctx context.Context, cfg *config.Config, st config.Stream, p int32) func() event.StreamProgress {
+	t.Helper()
+	view, err := progress.NewView(cfg, slog.New(slog.NewTextHandler(&logBuffer{}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(view.Close)
+	return func() event.StreamProgress {
+		if err := view.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pr, _ := view.Get(st.Name, st.Topic, p)
+		return pr
 	}
 }

@@ -203,7 +203,7 @@ func collect(t *testing.T, cfg *config.Config) outputs {
 
 func read(t *testing.T, cfg *config.Config, topic string, fn func(*kgo.Record)) {
 	t.Helper()
-	if err := ReadTopic(context.Background(), cfg, topic, 1500*time.Millisecond, fn); err != nil {
+	if err := kafkaconn.ReadTopic(context.Background(), cfg.Kafka, "test", topic, func(r *kgo.Record) error { fn(r); return nil }); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -20,7 +18,6 @@ import (
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/testenv"
-	"reckon/internal/topics"
 	"reckon/lake"
 	"reckon/workflows"
 )
@@ -58,33 +55,13 @@ func TestRecordLongRunningHistories(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := topics.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeAdm()
-	if _, err := topics.Apply(ctx, adm, m); err != nil {
-		t.Fatal(err)
-	}
+	applyTopicMap(t, ctx, cfg)
 	lk, err := lake.Open(lake.Options{Root: cfg.Lake.Root})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := worker.New(tc, tq, worker.Options{})
-	closeArchive, err := registerBatch(w, cfg, lk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeArchive()
-	closeTruth, err := registerTruth(w, cfg, lk, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeTruth()
+	registerBatchAndTruth(t, w, cfg, lk)
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}

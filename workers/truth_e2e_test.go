@@ -353,18 +353,7 @@ func newTruthStack(tb testing.TB, ctx context.Context, o stackOptions) *truthSta
 		}
 	}
 	st.cfg = cfg
-	m, err := topics.Load("")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "test")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer closeAdm()
-	if _, err := topics.Apply(ctx, adm, m); err != nil {
-		tb.Fatal(err)
-	}
+	applyTopicMap(tb, ctx, cfg)
 	if st.lk, err = lake.Open(lake.Options{Root: cfg.Lake.Root}); err != nil {
 		tb.Fatal(err)
 	}
@@ -372,16 +361,7 @@ func newTruthStack(tb testing.TB, ctx context.Context, o stackOptions) *truthSta
 
 	// The batch worker (archive + truth) and its long-running workflows.
 	w := worker.New(st.tc, tq, worker.Options{})
-	closeArchive, err := registerBatch(w, cfg, st.lk)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(closeArchive) // after the worker's stop, registered below
-	closeTruth, err := registerTruth(w, cfg, st.lk, quiet)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(closeTruth)
+	registerBatchAndTruth(tb, w, cfg, st.lk)
 	if err := w.Start(); err != nil {
 		tb.Fatal(err)
 	}
@@ -834,4 +814,39 @@ func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID string) {
 	q := url.QueryEscape(`WorkflowType="Recompute" AND ReckonStream="payments" AND ReckonStatus="corrected"`)
 	render("ui-corrections", ui+"/namespaces/default/workflows?query="+q, "correct/payments/1", "Recompute")
 	render("ui-reconcile", ui+"/namespaces/default/workflows/"+url.PathEscape(reconcileID), "reconcile", "recompute payments for")
+}
+
+// applyTopicMap applies the embedded topic map to cfg's broker.
+func applyTopicMap(tb testing.TB, ctx context.Context, cfg *config.Config) {
+	tb.Helper()
+	m, err := topics.Load("")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "test")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer closeAdm()
+	if _, err := topics.Apply(ctx, adm, m); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// registerBatchAndTruth registers the batch worker's archive and truth
+// workflows and activities on w, as `reckon batch` does; their Kafka
+// clients and progress view close at the test's end (cleanups run last in
+// first out: after a worker stop registered later).
+func registerBatchAndTruth(tb testing.TB, w worker.Registry, cfg *config.Config, lk *lake.Lake) {
+	tb.Helper()
+	closeArchive, err := registerBatch(w, cfg, lk)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(closeArchive)
+	closeTruth, err := registerTruth(w, cfg, lk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(closeTruth)
 }

@@ -18,7 +18,6 @@ import (
 	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/testenv"
 	"reckon/internal/zreport"
-	"reckon/streaming"
 )
 
 // zreportShifts sets the business keys of TestZReportGeneratorShifts
@@ -171,7 +170,7 @@ func TestZReportGeneratorShifts(t *testing.T) {
 	// Nothing but the generator's poison may reach the DLQ: a valid part
 	// refused there would be lost to its key.
 	dlq := 0
-	if err := streaming.ReadTopic(context.Background(), cfg, cfg.Topics.DLQ, 2*time.Second, func(*kgo.Record) { dlq++ }); err != nil {
+	if err := kafkaconn.ReadTopic(context.Background(), cfg.Kafka, "test", cfg.Topics.DLQ, func(*kgo.Record) error { dlq++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if poison := m.Counts.ByCategory[generate.Poison]; int64(dlq) != poison {

@@ -101,9 +101,9 @@ func (v *View) run(ctx context.Context) {
 				v.log.Warn("stream progress: record skipped", "partition", r.Partition, "offset", r.Offset, "err", err)
 				return
 			}
-			if cur, ok := v.latest[p.Key()]; !ok || p.NextOffset >= cur.NextOffset {
-				v.latest[p.Key()] = p
-			}
+			// A key's records sit in one partition in commit order: the
+			// last one read is the newest.
+			v.latest[p.Key()] = p
 		})
 		close(v.moved)
 		v.moved = make(chan struct{})
@@ -139,7 +139,7 @@ func (v *View) Sync(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("progress: view behind (%s): %w", behind, ctx.Err())
 		case <-moved:
-		case <-time.After(time.Second): // the fetch loop reports even empty polls rarely
+		case <-time.After(time.Second): // look again even if nothing was read
 		}
 	}
 }

@@ -26,7 +26,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"reckon/internal/config"
@@ -54,7 +53,7 @@ type Committed struct {
 // and to the raw topics of its streams.
 func Read(ctx context.Context, cfg *config.Config) (*Committed, error) {
 	c := &Committed{Raw: map[string]map[int32][]*kgo.Record{}, partitions: map[string][]int32{}}
-	err := ReadCommitted(ctx, cfg, cfg.Topics.StreamProgress, func(r *kgo.Record) error {
+	err := kafkaconn.ReadTopic(ctx, cfg.Kafka, "progresscheck", cfg.Topics.StreamProgress, func(r *kgo.Record) error {
 		p, err := event.DecodeProgress(r.Value)
 		if err != nil {
 			return fmt.Errorf("progress record %d/%d: %w", r.Partition, r.Offset, err)
@@ -65,7 +64,7 @@ func Read(ctx context.Context, cfg *config.Config) (*Committed, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = ReadCommitted(ctx, cfg, cfg.Topics.Summaries, func(r *kgo.Record) error {
+	err = kafkaconn.ReadTopic(ctx, cfg.Kafka, "progresscheck", cfg.Topics.Summaries, func(r *kgo.Record) error {
 		var p event.Pane
 		if err := json.Unmarshal(r.Value, &p); err != nil {
 			return fmt.Errorf("pane %d/%d: %w", r.Partition, r.Offset, err)
@@ -82,7 +81,7 @@ func Read(ctx context.Context, cfg *config.Config) (*Committed, error) {
 		}
 		byPart := map[int32][]*kgo.Record{}
 		c.Raw[s.Topic] = byPart
-		if err := ReadCommitted(ctx, cfg, s.Topic, func(r *kgo.Record) error {
+		if err := kafkaconn.ReadTopic(ctx, cfg.Kafka, "progresscheck", s.Topic, func(r *kgo.Record) error {
 			byPart[r.Partition] = append(byPart[r.Partition], r)
 			return nil
 		}); err != nil {
@@ -265,78 +264,4 @@ func Check(t testing.TB, ctx context.Context, cfg *config.Config) *Committed {
 	}
 	t.Logf("progresscheck: %d progress records, %d panes checked, %d violations", len(c.Progress), len(c.Panes), len(v))
 	return c
-}
-
-// ReadCommitted calls fn for every committed record of topic up to its
-// last stable offsets as of the call, in offset order within each
-// partition; fn's error stops the read.
-func ReadCommitted(ctx context.Context, cfg *config.Config, topic string, fn func(*kgo.Record) error) error {
-	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "progresscheck")
-	if err != nil {
-		return err
-	}
-	defer closeAdm()
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("progresscheck: stable offsets of %s: %w", topic, err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("progresscheck: start offsets of %s: %w", topic, err)
-	}
-	from := map[int32]kgo.Offset{}
-	end := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		s, _ := starts.Lookup(topic, o.Partition)
-		if o.Offset > s.Offset {
-			from[o.Partition] = kgo.NewOffset().At(s.Offset)
-			end[o.Partition] = o.Offset
-		}
-	})
-	if len(from) == 0 {
-		return nil
-	}
-	// Transaction markers are delivered too: every position up to the last
-	// stable offset is then reached, whatever record ends the log.
-	cl, err := kafkaconn.NewClient(cfg.Kafka, "progresscheck",
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	for len(end) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return fmt.Errorf("progresscheck: read %s: %w", topic, ctx.Err())
-		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if ferr == nil {
-				ferr = fmt.Errorf("progresscheck: read %s/%d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			e, want := end[r.Partition]
-			if ferr != nil || !want || r.Offset >= e {
-				return
-			}
-			if r.Offset+1 >= e {
-				delete(end, r.Partition)
-			}
-			if !r.Attrs.IsControl() {
-				ferr = fn(r)
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-	}
-	return nil
 }
