@@ -29,9 +29,10 @@ type CompactOptions struct {
 	// MaxOpenFiles is how many raw files one (partition, open hour) may
 	// hold; a partition reaching half of it is merged. Default 64.
 	MaxOpenFiles int
-	// sweep removes stale temporaries even when there is nothing to merge
-	// (the manual Compact).
-	sweep bool
+	// Sweep removes stale temporaries (on S3 unfinished uploads) even when
+	// there is nothing to merge: the manual tool. Default false: an hour
+	// is locked only when it has work.
+	Sweep bool
 }
 
 func (o *CompactOptions) fillDefaults() {
@@ -105,7 +106,7 @@ type DroppedRow struct {
 // removes stale temporaries when there is nothing to merge. See
 // CompactHour.
 func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (CompactResult, error) {
-	return l.CompactHour(ctx, topic, hour, CompactOptions{sweep: true})
+	return l.CompactHour(ctx, topic, hour, CompactOptions{Sweep: true})
 }
 
 // CompactHour compacts the raw files of topic in the UTC hour starting at
@@ -151,7 +152,7 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 	}
 	hf := classify(topic, es)
 	res.Files, res.MaxPartitionFiles = hf.files(), hf.maxPartitionFiles()
-	if !hf.needsWork(o) && !o.sweep {
+	if !hf.needsWork(o) && !o.Sweep {
 		return res, nil
 	}
 	unlock, err := l.store.lock(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
