@@ -152,7 +152,12 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 	}
 	hf := classify(topic, es)
 	res.Files, res.MaxPartitionFiles = hf.files(), hf.maxPartitionFiles()
-	if !hf.needsWork(o) && !o.Sweep {
+	// A lock left by a killed compaction is taken over and removed once
+	// stale, work or not.
+	staleLock := slices.ContainsFunc(es, func(e entry) bool {
+		return e.name == lockName && l.opts.Now().Sub(e.modTime) >= l.opts.TempMaxAge
+	})
+	if !hf.needsWork(o) && !o.Sweep && !staleLock {
 		return res, nil
 	}
 	unlock, err := l.store.lock(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
