@@ -240,5 +240,3 @@ func (k *killStore) lock(ctx context.Context, dir string, now time.Time, maxAge 
 		unlock()
 	}, nil
 }
-
-
