@@ -80,7 +80,7 @@ func Compaction(ctx workflow.Context, st CompactionState) error {
 		st.OpenMerges += int64(res.OpenMerges)
 		st.Rows += res.Rows
 		st.Dropped += res.Dropped
-		workflow.SetCurrentDetails(ctx, describeCompaction(st))
+		workflow.SetCurrentDetails(ctx, DescribeCompaction(st))
 		info := workflow.GetInfo(ctx)
 		if info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > 2000 {
 			return workflow.NewContinueAsNewError(ctx, CompactionWorkflow, st)
@@ -91,7 +91,9 @@ func Compaction(ctx workflow.Context, st CompactionState) error {
 	}
 }
 
-func describeCompaction(st CompactionState) string {
+// DescribeCompaction is the compaction workflow's current details: what it
+// did last and what the next hour waits for.
+func DescribeCompaction(st CompactionState) string {
 	r := st.Last
 	var b strings.Builder
 	fmt.Fprintf(&b, "**%s** ", st.Topic)
