@@ -79,4 +79,3 @@ func TestCompactionPasses(t *testing.T) {
 		t.Errorf("details %q", d)
 	}
 }
-
