@@ -1,0 +1,115 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	sdkpb "go.temporal.io/api/sdk/v1"
+	"go.temporal.io/sdk/worker"
+
+	"reckon/internal/config"
+	"reckon/internal/testing/testenv"
+	"reckon/lake"
+	"reckon/workflows"
+)
+
+// TestCompactionWorkflowEndToEnd: `reckon batch`'s start of the compaction
+// workflows on the Temporal dev server is idempotent; the workflow of
+// zreport-parts (a topic no stream reads: the archive's progress decides)
+// compacts the closed hour — redeliveries dropped, one file — leaves the
+// open one, sets ReckonClosedThrough and says in its details what it did.
+func TestCompactionWorkflowEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("temporal dev server")
+	}
+	tc, hostPort := testenv.Temporal(t)
+	root := t.TempDir()
+	cfg, err := config.Load("", nil, []string{"temporal.address=" + hostPort, "lake.root=" + root, "lake.compaction.poll=1s",
+		"lake.compaction.lookback=100000h"}) // the test hours are in the past
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := lake.Open(lake.Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	topic := cfg.Topics.ZReportParts
+	h := time.Date(2026, 11, 7, 8, 0, 0, 0, time.UTC)
+	var rows []lake.RawRow
+	for i := int64(0); i < 40; i++ {
+		at := h.Add(time.Duration(i) * 3 * time.Minute) // 08:00 .. 09:57
+		rows = append(rows, lake.RawRow{EventID: fmt.Sprintf("e%02d", i), EventType: "zreport.part", Key: "k", OccurredAt: at.UnixMicro(), IngestedAt: at.UnixMicro(), Data: "{}", KafkaOffset: i})
+	}
+	dup := rows[1]
+	dup.KafkaOffset, dup.IngestedAt = 40, dup.IngestedAt+1
+	rows = append(rows, dup)
+	for lo := 0; lo < len(rows); lo += 5 {
+		if _, err := lk.WriteRaw(ctx, topic, 0, int64(lo), int64(min(lo+4, len(rows)-1)), rows[lo:min(lo+5, len(rows))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Archived through 09:06: with the 5m margin 08:00-09:00 is closed.
+	if _, err := lk.WriteProgress(ctx, lake.Progress{Topic: topic, NextOffset: 41, ArchivedThrough: h.Add(time.Hour + 6*time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+
+	w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{})
+	registerCompaction(w, cfg, lk, nil)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for range 2 { // idempotent
+		if err := startCompactions(ctx, cfg, tc, quiet); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := workflows.CompactionWorkflowID(topic)
+	hourFiles := func(hour time.Time) []string {
+		names, err := lk.Files(ctx, strings.TrimPrefix(lake.RawHourDir("", topic, hour), "/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	waitFor(t, time.Minute, "the closed hour compacted", func() (bool, string) {
+		got := hourFiles(h)
+		return len(got) == 1 && got[0] == lake.CompactedName(topic, 1, 0), fmt.Sprint(got)
+	})
+	if got := hourFiles(h.Add(time.Hour)); len(got) != 4 {
+		t.Errorf("the open hour: %v, want its 4 archive files untouched (below half of 64)", got)
+	}
+	var details string
+	waitFor(t, time.Minute, "search attribute and details", func() (bool, string) {
+		d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return false, err.Error()
+		}
+		sa := d.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()
+		v, err := tc.QueryWorkflow(ctx, id, "", "__temporal_workflow_metadata")
+		if err != nil {
+			return false, err.Error()
+		}
+		var md sdkpb.WorkflowMetadata
+		if err := v.Get(&md); err != nil {
+			return false, err.Error()
+		}
+		details = md.GetCurrentDetails()
+		_, ok := sa["ReckonClosedThrough"]
+		return ok && strings.Contains(details, "hours closed through 2026-11-07 09:00"), fmt.Sprintf("%v %s", sa, details)
+	})
+	if !strings.Contains(details, "archive progress") || !strings.Contains(details, "zreport-parts/0: archived through") {
+		t.Errorf("details %s", details)
+	}
+	_, st, err := lk.Aggregate(ctx, lake.Query{Topic: topic, From: h, To: h.Add(2 * time.Hour)}, time.Hour)
+	if err != nil || st.Rows != 40 || st.Duplicates != 0 {
+		t.Errorf("read after compaction: %+v, %v", st, err)
+	}
+}
