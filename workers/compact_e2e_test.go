@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/worker"
 
@@ -112,4 +114,88 @@ func TestCompactionWorkflowEndToEnd(t *testing.T) {
 	if err != nil || st.Rows != 40 || st.Duplicates != 0 {
 		t.Errorf("read after compaction: %+v, %v", st, err)
 	}
+}
+
+var recordCompaction = flag.Bool("record-compaction", false, "record the Compaction histories into ../workflows/testdata for the replay tests")
+
+// TestRecordCompactionHistories records the two Compaction runs
+// workflows.TestLongRunningHistoriesReplay replays (the workflow runs for
+// ever, so it is running during every deploy): with the dev server
+// suggesting continue-as-new after 100 events, the first run (fresh start)
+// compacts a closed hour, the second (started by continue-as-new) compacts
+// the late files that arrived meanwhile; both idle between passes.
+//
+//	go test ./workers -run TestRecordCompactionHistories -args -record-compaction
+func TestRecordCompactionHistories(t *testing.T) {
+	if !*recordCompaction {
+		t.Skip("run with -record-compaction to re-record ../workflows/testdata/compaction*_history.json")
+	}
+	t.Setenv(testenv.EnvTemporalArgs, "--dynamic-config-value limit.historyCount.suggestContinueAsNew=100")
+	tc, hostPort := testenv.Temporal(t)
+	root := t.TempDir()
+	cfg, err := config.Load("", nil, []string{"temporal.address=" + hostPort, "lake.root=" + root, "lake.compaction.poll=1s",
+		"lake.compaction.lookback=100000h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := lake.Open(lake.Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	topic := cfg.Topics.ZReportParts
+	h := time.Date(2026, 11, 7, 8, 0, 0, 0, time.UTC)
+	batch := func(first int64, n int) {
+		t.Helper()
+		var rows []lake.RawRow
+		for i := range int64(n) {
+			at := h.Add(time.Duration(first+i) * time.Second)
+			rows = append(rows, lake.RawRow{EventID: fmt.Sprintf("e%04d", first+i), EventType: "zreport.part", Key: "k", OccurredAt: at.UnixMicro(), IngestedAt: at.UnixMicro(), Data: "{}", KafkaOffset: first + i})
+		}
+		if _, err := lk.WriteRaw(ctx, topic, 0, first, first+int64(n)-1, rows); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lk.WriteProgress(ctx, lake.Progress{Topic: topic, NextOffset: first + int64(n), ArchivedThrough: h.Add(2 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch(0, 10)
+	batch(10, 10)
+	w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{})
+	registerCompaction(w, cfg, lk, nil)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := startCompactions(ctx, cfg, tc, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	id := workflows.CompactionWorkflowID(topic)
+	d, err := tc.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := []string{d.GetWorkflowExecutionInfo().GetExecution().GetRunId()}
+	waitFor(t, 2*time.Minute, "two runs of the compaction workflow", func() (bool, string) {
+		run := runs[len(runs)-1]
+		d, err := tc.DescribeWorkflowExecution(ctx, id, run)
+		if err != nil {
+			return false, err.Error()
+		}
+		if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+			if st != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				t.Fatalf("run %s ended %s", run, st)
+			}
+			return false, fmt.Sprintf("run %d: %d events", len(runs), d.GetWorkflowExecutionInfo().GetHistoryLength())
+		}
+		if len(runs) == 2 {
+			return true, ""
+		}
+		runs = append(runs, nextRun(t, ctx, tc, id, run))
+		batch(20, 10) // late files for the closed hour: the second run compacts them
+		return false, "second run started"
+	})
+	recordRun(t, ctx, tc, id, runs[0], "../workflows/testdata/compaction_history.json")
+	recordRun(t, ctx, tc, id, runs[1], "../workflows/testdata/compaction_continued_history.json")
 }
