@@ -322,3 +322,63 @@ func testCompactBadInput(t *testing.T, opts Options) {
 		t.Errorf("failed compaction changed the lake: %v -> %v", before, after)
 	}
 }
+
+// staleListStore hands out a listing of dir taken before calling between
+// once, so a reader opens files that between has replaced.
+type staleListStore struct {
+	storage
+	dir     string
+	between func()
+	done    bool
+}
+
+func (s *staleListStore) list(ctx context.Context, dir string) ([]entry, error) {
+	es, err := s.storage.list(ctx, dir)
+	if err == nil && dir == s.dir && !s.done {
+		s.done = true
+		s.between()
+	}
+	return es, err
+}
+
+// TestReadRacesCompaction: a reader that listed an hour before a
+// compaction replaced its files (open-hour merge or closed-hour
+// compaction) lists it again and counts every event once.
+func TestReadRacesCompaction(t *testing.T) { forEachStore(t, testReadRacesCompaction) }
+
+func testReadRacesCompaction(t *testing.T, opts Options) {
+	ctx := context.Background()
+	l := mustOpen(t, opts)
+	rows := genRows(400, 1, 5, 0, 0, 15)
+	for lo := 0; lo < len(rows); lo += 20 {
+		if _, err := l.WriteRaw(ctx, topic, 0, int64(lo), int64(lo+19), rows[lo:lo+20]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := redeliver(rows, 7, 1, 0, time.Second)
+	if _, err := l.WriteRaw(ctx, topic, 1, 0, int64(len(again)-1), again); err != nil {
+		t.Fatal(err)
+	}
+	q := Query{Topic: topic, From: testStart, To: testStart.Add(time.Hour)}
+	for _, o := range []CompactOptions{{Open: true, MaxOpenFiles: 8}, {MaxRows: 150}} {
+		reader := mustOpen(t, opts)
+		var res CompactResult
+		reader.store = &staleListStore{storage: reader.store, dir: rawHourKey(topic, testStart), between: func() {
+			var err error
+			if res, err = l.CompactHour(ctx, topic, testStart, o); err != nil {
+				t.Fatal(err)
+			}
+		}}
+		aggs, st, err := reader.Aggregate(ctx, q, 10*time.Minute)
+		if err != nil {
+			t.Fatalf("open %v: read racing the compaction: %v", o.Open, err)
+		}
+		if len(res.Removed) == 0 {
+			t.Fatalf("open %v: the compaction removed nothing: %+v", o.Open, res)
+		}
+		if st.Rows != int64(len(rows)) {
+			t.Errorf("open %v: %d events read, want %d", o.Open, st.Rows, len(rows))
+		}
+		checkAggs(t, aggs, rows, 10*time.Minute)
+	}
+}
