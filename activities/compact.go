@@ -108,7 +108,7 @@ func (a *Compaction) CompactRaw(ctx context.Context, in CompactRawInput) (Compac
 			return res, err
 		}
 		isClosed := !h.Add(time.Hour).After(closed)
-		r, err := a.Lake.CompactHour(ctx, in.Topic, h, lake.CompactOptions{Open: !isClosed, MaxRows: cc.MaxRows, MaxOpenFiles: cc.MaxOpenFiles})
+		r, err := a.Lake.CompactHour(ctx, in.Topic, h, lake.CompactOptions{Open: !isClosed, MaxRows: cc.MaxRows, MaxOpenFiles: cc.MaxOpenFiles, LateDelay: cc.LateDelay})
 		if err != nil {
 			if ctx.Err() != nil {
 				return res, err

@@ -29,9 +29,17 @@ type CompactOptions struct {
 	// MaxOpenFiles is how many raw files one (partition, open hour) may
 	// hold; a partition reaching half of it is merged. Default 64.
 	MaxOpenFiles int
+	// LateDelay: a closed hour already compacted that receives archive
+	// files again (events archived after it closed) is compacted again
+	// once the oldest of them is this old, they number half of
+	// MaxOpenFiles, or they hold a tenth of the hour's bytes (what a
+	// killed compaction leaves), so a trickle of late events does not
+	// rewrite the hour every pass. Default 10m.
+	LateDelay time.Duration
 	// Sweep removes stale temporaries (on S3 unfinished uploads) even when
-	// there is nothing to merge: the manual tool. Default false: an hour
-	// is locked only when it has work.
+	// there is nothing to merge, and compacts a closed hour's late files
+	// at once: the manual tool. Default false: an hour is locked only when
+	// it has work.
 	Sweep bool
 }
 
@@ -41,6 +49,9 @@ func (o *CompactOptions) fillDefaults() {
 	}
 	if o.MaxOpenFiles <= 0 {
 		o.MaxOpenFiles = 64
+	}
+	if o.LateDelay <= 0 {
+		o.LateDelay = 10 * time.Minute
 	}
 }
 
@@ -123,6 +134,9 @@ func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (Compa
 // then deletes the inputs. The generation exceeds every generation in the
 // hour, so an output never replaces an input.
 //
+// A closed hour already compacted whose new archive files are few and
+// small waits until the oldest is o.LateDelay old.
+//
 // An open hour has each partition with at least o.MaxOpenFiles/2 archive
 // files merged into one archive file <topic>-<p>-<first>-<last>.parquet
 // (the partition's offset range), every offset kept.
@@ -157,7 +171,7 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 	staleLock := slices.ContainsFunc(es, func(e entry) bool {
 		return e.name == lockName && l.opts.Now().Sub(e.modTime) >= l.opts.TempMaxAge
 	})
-	if !hf.needsWork(o) && !o.Sweep && !staleLock {
+	if !hf.needsWork(o, l.opts.Now()) && !o.Sweep && !staleLock {
 		return res, nil
 	}
 	unlock, err := l.store.lock(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
@@ -176,7 +190,7 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 	}
 	hf = classify(topic, es)
 	res.Files, res.MaxPartitionFiles = hf.files(), hf.maxPartitionFiles()
-	if !hf.needsWork(o) {
+	if !hf.needsWork(o, l.opts.Now()) {
 		return res, nil
 	}
 	if o.Open {
@@ -192,6 +206,9 @@ type hourFiles struct {
 	archive   map[int32][]compactInput // archive files by partition
 	compacted []compactInput           // files of closed-hour compactions
 	maxGen    int64                    // highest compacted generation
+
+	archiveBytes, compactedBytes int64
+	oldestArchive                time.Time // modification time
 }
 
 func classify(topic string, es []entry) hourFiles {
@@ -202,10 +219,15 @@ func classify(topic string, es []entry) hourFiles {
 		}
 		if r, err := ParseFileName(topic, e.name); err == nil {
 			hf.archive[r.Partition] = append(hf.archive[r.Partition], compactInput{name: e.name, size: e.size, FileRange: r})
+			hf.archiveBytes += e.size
+			if hf.oldestArchive.IsZero() || e.modTime.Before(hf.oldestArchive) {
+				hf.oldestArchive = e.modTime
+			}
 			continue
 		}
 		if gen, ok := parseCompactedName(topic, e.name); ok {
 			hf.compacted = append(hf.compacted, compactInput{name: e.name, size: e.size})
+			hf.compactedBytes += e.size
 			hf.maxGen = max(hf.maxGen, gen)
 		}
 	}
@@ -228,11 +250,22 @@ func (hf hourFiles) maxPartitionFiles() int {
 	return n
 }
 
-func (hf hourFiles) needsWork(o CompactOptions) bool {
-	if !o.Open {
-		return len(hf.archive) > 0
+func (hf hourFiles) needsWork(o CompactOptions, now time.Time) bool {
+	if o.Open {
+		return hf.maxPartitionFiles() >= o.openMergeAt()
 	}
-	return hf.maxPartitionFiles() >= o.openMergeAt()
+	if len(hf.archive) == 0 {
+		return false
+	}
+	if len(hf.compacted) == 0 || o.Sweep {
+		return true
+	}
+	// Late files in a compacted hour (o.LateDelay).
+	n := 0
+	for _, in := range hf.archive {
+		n += len(in)
+	}
+	return n >= o.openMergeAt() || hf.archiveBytes*10 >= hf.compactedBytes || now.Sub(hf.oldestArchive) >= o.LateDelay
 }
 
 // compactInput is one input file of a compaction.

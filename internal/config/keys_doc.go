@@ -41,6 +41,7 @@ var keyDocs = map[string]string{
 	"lake.compaction.margin":               "Margin is how far the stream's purged-through point (watermark − allowed lateness; for a topic no stream reads, the archive's archived-through time) must be past an hour's end before the hour is compacted as closed.",
 	"lake.compaction.poll":                 "Poll is how often the workflow looks for work.",
 	"lake.compaction.lookback":             "Lookback is how far back from now the workflow looks at hours; older hours are left to `reckon lake compact`.",
+	"lake.compaction.late_delay":           "LateDelay is how long files archived into an already compacted closed hour (late events) may wait before the hour is compacted again, unless they reach half of max_open_files.",
 	"topics.map":                           "Map is the topic map file applied by `reckon topics apply`.",
 	"topics.summaries":                     "Summaries receives panes (compacted).",
 	"topics.features":                      "Features receives rolling features.",

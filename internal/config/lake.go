@@ -43,6 +43,10 @@ type LakeCompaction struct {
 	// Lookback is how far back from now the workflow looks at hours; older
 	// hours are left to `reckon lake compact`. Default 168h.
 	Lookback time.Duration `yaml:"lookback"`
+	// LateDelay is how long files archived into an already compacted
+	// closed hour (late events) may wait before the hour is compacted
+	// again, unless they reach half of max_open_files. Default 10m.
+	LateDelay time.Duration `yaml:"late_delay"`
 }
 
 func (c *LakeCompaction) fillDefaults() {
@@ -55,7 +59,7 @@ func (c *LakeCompaction) fillDefaults() {
 	for _, d := range []struct {
 		d *time.Duration
 		v time.Duration
-	}{{&c.Margin, 5 * time.Minute}, {&c.Poll, 30 * time.Second}, {&c.Lookback, 7 * 24 * time.Hour}} {
+	}{{&c.Margin, 5 * time.Minute}, {&c.Poll, 30 * time.Second}, {&c.Lookback, 7 * 24 * time.Hour}, {&c.LateDelay, 10 * time.Minute}} {
 		if *d.d == 0 {
 			*d.d = d.v
 		}
@@ -72,7 +76,7 @@ func (c LakeCompaction) validate(bad func(format string, a ...any)) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"margin", c.Margin}, {"poll", c.Poll}, {"lookback", c.Lookback}} {
+	}{{"margin", c.Margin}, {"poll", c.Poll}, {"lookback", c.Lookback}, {"late_delay", c.LateDelay}} {
 		if d.v < 0 {
 			bad("lake.compaction.%s: must not be negative", d.name)
 		}

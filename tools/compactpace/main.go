@@ -54,6 +54,7 @@ func main() {
 		margin     = flag.Duration("margin", 5*time.Minute, "lake.compaction.margin")
 		maxRows    = flag.Int64("max-rows", 1_000_000, "lake.compaction.max_rows")
 		maxOpen    = flag.Int("max-open-files", 64, "lake.compaction.max_open_files")
+		lateDelay  = flag.Duration("late-delay", 10*time.Minute, "lake.compaction.late_delay (traffic time)")
 		startS     = flag.String("start", "2026-11-07T00:40:00Z", "traffic start (event time); 00:40 closes hour 00 within 30 minutes")
 		late       = flag.Float64("late", 0.01, "fraction of events that arrive 1-10 minutes after they occurred")
 		dup        = flag.Float64("dup", 0.005, "fraction of events redelivered")
@@ -74,13 +75,15 @@ func main() {
 	}
 	now := start
 	clock := func() time.Time { return now }
-	lk, err := lake.Open(lake.Options{Root: *root, Now: clock})
+	// The lake's clock ages files by their modification time, a wall
+	// time: it stays the wall clock, and late_delay is scaled to it.
+	lk, err := lake.Open(lake.Options{Root: *root})
 	if err != nil {
 		fail(err)
 	}
 	cfg, err := config.Load("", nil, []string{"lake.root=" + *root,
 		fmt.Sprintf("lake.compaction.max_rows=%d", *maxRows), fmt.Sprintf("lake.compaction.max_open_files=%d", *maxOpen),
-		"lake.compaction.margin=" + margin.String()})
+		"lake.compaction.margin=" + margin.String(), "lake.compaction.late_delay=" + time.Duration(float64(*lateDelay) / *speed).String()})
 	if err != nil {
 		fail(err)
 	}
