@@ -1,55 +1,158 @@
 package lake
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
 )
 
-// CompactResult reports what Compact did to one hour.
+// CompactOptions says how CompactHour treats one hour. The zero value of
+// each field means its default.
+type CompactOptions struct {
+	// Open marks an hour the stream may still count events of: only the
+	// archive files of a partition holding at least half of MaxOpenFiles
+	// of them are merged, into one archive file keeping every offset (no
+	// event_id deduplication). Default false: the hour is closed and all
+	// its files are merged across partitions, duplicates removed.
+	Open bool
+	// MaxRows bounds the rows of each file a closed hour's compaction
+	// writes. Default 1,000,000.
+	MaxRows int64
+	// MaxOpenFiles is how many raw files one (partition, open hour) may
+	// hold; a partition reaching half of it is merged. Default 64.
+	MaxOpenFiles int
+	// LateDelay: a closed hour already compacted that receives archive
+	// files again (events archived after it closed) is compacted again
+	// once the oldest of them is this old, they number half of
+	// MaxOpenFiles, or they hold a tenth of the hour's bytes (what a
+	// killed compaction leaves), so a trickle of late events does not
+	// rewrite the hour every pass. Default 10m.
+	LateDelay time.Duration
+	// Sweep removes stale temporaries (on S3 unfinished uploads) even when
+	// there is nothing to merge, and compacts a closed hour's late files
+	// at once: the manual tool. Default false: an hour is locked only when
+	// it has work.
+	Sweep bool
+}
+
+func (o *CompactOptions) fillDefaults() {
+	if o.MaxRows <= 0 {
+		o.MaxRows = 1_000_000
+	}
+	if o.MaxOpenFiles <= 0 {
+		o.MaxOpenFiles = 64
+	}
+	if o.LateDelay <= 0 {
+		o.LateDelay = 10 * time.Minute
+	}
+}
+
+// openMergeAt is how many archive files of one partition make an open
+// hour's merge worth doing: half the limit, so files written between two
+// passes of the compaction workflow do not push the count past it.
+func (o CompactOptions) openMergeAt() int { return max(2, o.MaxOpenFiles/2) }
+
+// CompactResult reports what a compaction did to one hour.
 type CompactResult struct {
 	Hour time.Time `json:"hour"`
-	// Written lists the compacted files, one per partition that had more
-	// than one file.
+	// Closed is true when the hour was compacted as closed (merged across
+	// partitions, duplicates removed), false for an open hour's merge.
+	Closed bool `json:"closed"`
+	// Written lists the files written: for a closed hour its compacted
+	// files, for an open hour one archive file per merged partition.
 	Written []FileInfo `json:"written"`
-	// Removed lists the input files deleted after the compacted file was
-	// durable (an input named like its output is replaced, not removed).
+	// Removed lists the input files deleted after the written files were
+	// durable.
 	Removed []string `json:"removed"`
 	// Rows is the number of rows in the written files; DuplicateOffsets the
-	// rows dropped because another input held the same partition offset.
+	// rows dropped because another input held the same partition offset
+	// (the same Kafka record archived twice).
 	Rows             int64 `json:"rows"`
 	DuplicateOffsets int64 `json:"duplicate_offsets"`
+	// Dropped counts redeliveries removed from a closed hour: records at
+	// other offsets with the event_id, key and event time of a kept one.
+	// Each is recorded in the raw_dropped table (DroppedFile).
+	Dropped     int64  `json:"dropped"`
+	DroppedFile string `json:"dropped_file,omitempty"`
+	// Files is how many raw files the hour holds afterwards (as far as this
+	// compaction knows: files archived meanwhile are not counted), and
+	// MaxPartitionFiles the most archive files one partition holds.
+	Files             int `json:"files"`
+	MaxPartitionFiles int `json:"max_partition_files"`
 	// TempRemoved lists debris of crashed writes removed: stale temporary
 	// files, on S3 stale multipart uploads.
 	TempRemoved []string `json:"temp_removed,omitempty"`
 }
 
-// Compact merges the raw files of topic in the UTC hour starting at hour
-// into one file per Kafka partition (see docs/adr/0004-lake-compaction.md).
-//
-// For each partition with two or more files it streams a k-way merge of the
-// files (each already sorted) into FileName(topic, partition, lowest first
-// offset, highest last offset), keeping each (partition, offset) once, writes
-// it atomically, and only then deletes the inputs. A crash in between leaves
-// inputs and output side by side: reckon's reader still counts every
-// event_id once, and running Compact again finishes the job, producing the
-// same file. Partitions with a single file are left alone. Files written
-// into the hour while Compact runs are not touched.
-//
-// Compact takes a lock in the hour directory (a lock file; on S3 an object
-// created with a conditional PUT, docs/adr/0011-lake-object-storage.md), so
-// two compactions of the same hour do not interleave; a lock older than
-// Options.TempMaxAge is considered left by a crash and taken over. It is
-// meant for finalized hours (archive progress past the hour plus the
-// allowed lateness), run by the daily reconciliation; on an hour still
-// being archived it is correct but wasted work.
+// DroppedRow is one row of the raw_dropped table: a redelivery that a
+// closed hour's compaction removed from the raw table, and the copy it
+// kept. With it every Kafka offset of a raw topic stays in exactly one of
+// raw, rejected and raw_dropped (docs/adr/0018-continuous-compaction.md).
+type DroppedRow struct {
+	EventID    string `parquet:"event_id"`
+	Key        string `parquet:"key,dict"`
+	OccurredAt int64  `parquet:"occurred_at,timestamp(microsecond:utc)"`
+	// IngestedAt is the dropped copy's Kafka timestamp.
+	IngestedAt     int64 `parquet:"ingested_at,timestamp(microsecond:utc)"`
+	KafkaPartition int32 `parquet:"kafka_partition"`
+	KafkaOffset    int64 `parquet:"kafka_offset"`
+	// KeptPartition and KeptOffset locate the copy the raw table kept when
+	// this one was dropped (the earliest ingested). A later compaction of
+	// the hour that finds an even earlier copy drops the kept one too; the
+	// chain of kept_* references then ends at the copy in raw.
+	KeptPartition int32 `parquet:"kept_partition"`
+	KeptOffset    int64 `parquet:"kept_offset"`
+}
+
+// Compact compacts topic's hour starting at hour as closed, whatever the
+// stream's progress says: `reckon lake compact`, the manual tool. It also
+// removes stale temporaries when there is nothing to merge. See
+// CompactHour.
 func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (CompactResult, error) {
-	res := CompactResult{Hour: hour.UTC()}
+	return l.CompactHour(ctx, topic, hour, CompactOptions{Sweep: true})
+}
+
+// CompactHour compacts the raw files of topic in the UTC hour starting at
+// hour (docs/adr/0018-continuous-compaction.md, which extends
+// docs/adr/0004-lake-compaction.md).
+//
+// A closed hour (o.Open false) with any archive file is merged whole: a
+// k-way merge of all its files (each sorted by key, occurred_at, event_id)
+// keeps each (partition, offset) once and, of the copies of one event
+// (same event_id, key and event time: what the reader deduplicates), the
+// earliest ingested; it writes the kept rows, sorted as before, into files
+// <topic>-c<generation>-<n>.parquet of at most o.MaxRows rows, then the
+// dropped copies, with the copy kept, to the raw_dropped table, and only
+// then deletes the inputs. The generation exceeds every generation in the
+// hour, so an output never replaces an input.
+//
+// A closed hour already compacted whose new archive files are few and
+// small waits until the oldest is o.LateDelay old.
+//
+// An open hour has each partition with at least o.MaxOpenFiles/2 archive
+// files merged into one archive file <topic>-<p>-<first>-<last>.parquet
+// (the partition's offset range), every offset kept.
+//
+// A crash at any point leaves readable files: inputs and outputs side by
+// side hold the same events, which reckon's reader counts once, and
+// running CompactHour again finishes the job. Files archived into the hour
+// meanwhile are not inputs and are not touched.
+//
+// CompactHour locks the hour (a lock file; on S3 an object created with a
+// conditional PUT, docs/adr/0011-lake-object-storage.md), so compactions
+// of one hour do not interleave; a lock older than Options.TempMaxAge is
+// considered left by a crash and taken over.
+func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o CompactOptions) (CompactResult, error) {
+	o.fillDefaults()
+	res := CompactResult{Hour: hour.UTC(), Closed: !o.Open}
 	if err := ValidateTopic(topic); err != nil {
 		return res, err
 	}
@@ -57,44 +160,177 @@ func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (Compa
 		return res, fmt.Errorf("%w: compact hour %s is not the start of an hour", ErrBadQuery, hour.UTC().Format(time.RFC3339Nano))
 	}
 	dir := rawHourKey(topic, hour)
-	if es, err := l.store.list(ctx, dir); err != nil || len(es) == 0 {
+	es, err := l.store.list(ctx, dir)
+	if err != nil || len(es) == 0 {
 		return res, err // a missing hour has nothing to compact
+	}
+	hf := classify(topic, es)
+	res.Files, res.MaxPartitionFiles = hf.files(), hf.maxPartitionFiles()
+	// A lock left by a killed compaction is taken over and removed once
+	// stale, work or not.
+	staleLock := slices.ContainsFunc(es, func(e entry) bool {
+		return e.name == lockName && l.opts.Now().Sub(e.modTime) >= l.opts.TempMaxAge
+	})
+	if !hf.needsWork(o, l.opts.Now()) && !o.Sweep && !staleLock {
+		return res, nil
 	}
 	unlock, err := l.store.lock(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
 	if err != nil {
 		return res, err
 	}
 	defer unlock()
-
 	tmpGone, err := l.store.removeStale(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
 	res.TempRemoved = tmpGone
 	if err != nil {
 		return res, err
 	}
-	files, err := l.lakeFiles(ctx, dir)
-	if err != nil {
+	// List again under the lock: another compaction may have finished.
+	if es, err = l.store.list(ctx, dir); err != nil {
 		return res, err
 	}
-	byPartition := map[int32][]compactInput{}
-	for _, f := range files {
-		r, err := ParseFileName(topic, f.name)
-		if err != nil {
-			continue // not ours: leave it
-		}
-		byPartition[r.Partition] = append(byPartition[r.Partition], compactInput{r, f.size})
+	hf = classify(topic, es)
+	res.Files, res.MaxPartitionFiles = hf.files(), hf.maxPartitionFiles()
+	if !hf.needsWork(o, l.opts.Now()) {
+		return res, nil
 	}
-	parts := make([]int32, 0, len(byPartition))
-	for p := range byPartition {
+	if o.Open {
+		err = l.mergeOpen(ctx, topic, dir, hf, o, &res)
+	} else {
+		err = l.compactClosed(ctx, topic, hour, dir, hf, o, &res)
+	}
+	return res, err
+}
+
+// hourFiles is what one hour directory holds, by kind.
+type hourFiles struct {
+	archive   map[int32][]compactInput // archive files by partition
+	compacted []compactInput           // files of closed-hour compactions
+	maxGen    int64                    // highest compacted generation
+
+	archiveBytes, compactedBytes int64
+	oldestArchive                time.Time // modification time
+}
+
+func classify(topic string, es []entry) hourFiles {
+	hf := hourFiles{archive: map[int32][]compactInput{}}
+	for _, e := range es {
+		if e.dir || hidden(e.name) {
+			continue
+		}
+		if r, err := ParseFileName(topic, e.name); err == nil {
+			hf.archive[r.Partition] = append(hf.archive[r.Partition], compactInput{name: e.name, size: e.size, FileRange: r})
+			hf.archiveBytes += e.size
+			if hf.oldestArchive.IsZero() || e.modTime.Before(hf.oldestArchive) {
+				hf.oldestArchive = e.modTime
+			}
+			continue
+		}
+		if gen, ok := parseCompactedName(topic, e.name); ok {
+			hf.compacted = append(hf.compacted, compactInput{name: e.name, size: e.size})
+			hf.compactedBytes += e.size
+			hf.maxGen = max(hf.maxGen, gen)
+		}
+	}
+	return hf
+}
+
+func (hf hourFiles) files() int {
+	n := len(hf.compacted)
+	for _, in := range hf.archive {
+		n += len(in)
+	}
+	return n
+}
+
+func (hf hourFiles) maxPartitionFiles() int {
+	n := 0
+	for _, in := range hf.archive {
+		n = max(n, len(in))
+	}
+	return n
+}
+
+func (hf hourFiles) needsWork(o CompactOptions, now time.Time) bool {
+	if o.Open {
+		return hf.maxPartitionFiles() >= o.openMergeAt()
+	}
+	if len(hf.archive) == 0 {
+		return false
+	}
+	if len(hf.compacted) == 0 || o.Sweep {
+		return true
+	}
+	// Late files in a compacted hour (o.LateDelay).
+	n := 0
+	for _, in := range hf.archive {
+		n += len(in)
+	}
+	return n >= o.openMergeAt() || hf.archiveBytes*10 >= hf.compactedBytes || now.Sub(hf.oldestArchive) >= o.LateDelay
+}
+
+// compactInput is one input file of a compaction.
+type compactInput struct {
+	FileRange // archive files only
+	name      string
+	size      int64
+}
+
+// CompactedName is the name of file n (from 0) of generation gen of a
+// closed hour's compaction of topic. It is not an archive name: the
+// archiver's superseding never removes it.
+func CompactedName(topic string, gen int64, n int) string {
+	return topic + "-c" + strconv.FormatInt(gen, 10) + "-" + strconv.Itoa(n) + ".parquet"
+}
+
+func parseCompactedName(topic, name string) (gen int64, ok bool) {
+	rest, ok := strings.CutSuffix(name, ".parquet")
+	if !ok {
+		return 0, false
+	}
+	if rest, ok = strings.CutPrefix(rest, topic+"-c"); !ok {
+		return 0, false
+	}
+	g, n, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	gen, err1 := strconv.ParseInt(g, 10, 64)
+	_, err2 := strconv.Atoi(n)
+	return gen, err1 == nil && err2 == nil && gen > 0
+}
+
+// droppedName is the raw_dropped file of generation gen of an hour.
+func droppedName(topic string, gen int64) string {
+	return topic + "-c" + strconv.FormatInt(gen, 10) + ".parquet"
+}
+
+func parseDroppedName(topic, name string) (int64, bool) {
+	rest, ok := strings.CutSuffix(name, ".parquet")
+	if !ok {
+		return 0, false
+	}
+	if rest, ok = strings.CutPrefix(rest, topic+"-c"); !ok {
+		return 0, false
+	}
+	gen, err := strconv.ParseInt(rest, 10, 64)
+	return gen, err == nil && gen > 0
+}
+
+// mergeOpen merges the archive files of each partition of an open hour
+// that has at least o.openMergeAt() of them (docs/adr/0004-lake-compaction.md).
+func (l *Lake) mergeOpen(ctx context.Context, topic, dir string, hf hourFiles, o CompactOptions, res *CompactResult) error {
+	parts := make([]int32, 0, len(hf.archive))
+	for p := range hf.archive {
 		parts = append(parts, p)
 	}
 	slices.Sort(parts)
 	for _, p := range parts {
-		inputs := byPartition[p]
-		if len(inputs) < 2 {
+		inputs := hf.archive[p]
+		if len(inputs) < o.openMergeAt() {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return res, err
+			return err
 		}
 		out := inputs[0].FileRange
 		for _, in := range inputs[1:] {
@@ -104,102 +340,311 @@ func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (Compa
 		outName := FileName(topic, p, out.FirstOffset, out.LastOffset)
 		var rows, dups int64
 		size, err := l.store.put(ctx, joinKey(dir, outName), func(w io.Writer) error {
-			var err error
-			rows, dups, err = l.mergeFiles(ctx, dir, inputs, w)
-			return err
+			m, err := l.newMerger(ctx, dir, inputs)
+			if err != nil {
+				return err
+			}
+			defer m.close()
+			pw := parquet.NewGenericWriter[RawRow](w, l.writerOptions(rawSorting...)...)
+			buf := make([]RawRow, 0, 1024)
+			for {
+				r, ok, err := m.nextOffset()
+				if err != nil {
+					return err
+				}
+				if ok {
+					buf = append(buf, *r)
+				}
+				if len(buf) == cap(buf) || !ok && len(buf) > 0 {
+					if _, err := pw.Write(buf); err != nil {
+						return err
+					}
+					rows += int64(len(buf))
+					clear(buf)
+					buf = buf[:0]
+				}
+				if !ok {
+					break
+				}
+			}
+			dups = m.dupOffsets
+			return pw.Close()
 		})
 		if err != nil {
-			return res, err
+			return err
 		}
 		res.Written = append(res.Written, FileInfo{Path: joinKey(dir, outName), Rows: rows, Bytes: size})
 		res.Rows += rows
 		res.DuplicateOffsets += dups
 		var gone []string
 		for _, in := range inputs {
-			if n := in.name(); n != outName {
-				gone = append(gone, n)
-				res.Removed = append(res.Removed, joinKey(dir, n))
+			// An input named like the output was replaced by it.
+			if in.name != outName {
+				gone = append(gone, in.name)
+				res.Removed = append(res.Removed, joinKey(dir, in.name))
 			}
 		}
 		if err := l.store.remove(ctx, dir, gone); err != nil {
-			return res, err
+			return err
+		}
+		res.Files -= len(inputs) - 1
+	}
+	res.MaxPartitionFiles = 0
+	for _, in := range hf.archive {
+		n := len(in)
+		if n >= o.openMergeAt() {
+			n = 1
+		}
+		res.MaxPartitionFiles = max(res.MaxPartitionFiles, n)
+	}
+	return nil
+}
+
+// compactClosed merges every file of a closed hour into compacted files
+// without duplicates, records the dropped redeliveries, then deletes the
+// inputs (write, record, delete: no crash point loses an offset).
+func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, dir string, hf hourFiles, o CompactOptions, res *CompactResult) error {
+	ddir := droppedHourKey(topic, hour)
+	des, err := l.store.list(ctx, ddir)
+	if err != nil {
+		return err
+	}
+	var oldDropped []string
+	gen := hf.maxGen
+	for _, e := range des {
+		if g, ok := parseDroppedName(topic, e.name); ok && !e.dir {
+			oldDropped = append(oldDropped, e.name)
+			gen = max(gen, g)
 		}
 	}
-	return res, nil
-}
+	gen++
+	inputs := slices.Clone(hf.compacted)
+	for _, in := range hf.archive {
+		inputs = append(inputs, in...)
+	}
+	slices.SortFunc(inputs, func(a, b compactInput) int { return strings.Compare(a.name, b.name) })
 
-// compactInput is one file of a partition being compacted.
-type compactInput struct {
-	FileRange
-	size int64
-}
-
-func (in compactInput) name() string {
-	return FileName(in.Topic, in.Partition, in.FirstOffset, in.LastOffset)
-}
-
-// mergeFiles streams the rows of inputs (each sorted by compareRaw) in
-// compareRaw order into w, dropping rows whose (partition, offset) repeats.
-// compareRaw ends with partition and offset, and a given offset is always
-// the same record, so repeats are adjacent in the merge.
-func (l *Lake) mergeFiles(ctx context.Context, dir string, inputs []compactInput, w io.Writer) (rows, dups int64, err error) {
-	h := &mergeHeap{}
-	defer func() {
-		for _, c := range h.cursors {
-			c.close()
+	m, err := l.newMerger(ctx, dir, inputs)
+	if err != nil {
+		return err
+	}
+	defer m.close()
+	buf := make([]RawRow, 0, 1024)
+	for n := 0; ; n++ {
+		if !m.more() {
+			break
 		}
-	}()
-	for _, in := range inputs {
-		c, err := l.openCursor(ctx, joinKey(dir, in.name()), in.size)
+		name := CompactedName(topic, gen, n)
+		var rows int64
+		size, err := l.store.put(ctx, joinKey(dir, name), func(w io.Writer) error {
+			pw := parquet.NewGenericWriter[RawRow](w, l.writerOptions(rawSorting...)...)
+			for rows < o.MaxRows {
+				r, ok, err := m.nextEvent()
+				if err != nil {
+					return err
+				}
+				if ok {
+					buf = append(buf, *r)
+				}
+				if len(buf) == cap(buf) || !ok || rows+int64(len(buf)) == o.MaxRows {
+					if _, err := pw.Write(buf); err != nil {
+						return err
+					}
+					rows += int64(len(buf))
+					clear(buf)
+					buf = buf[:0]
+				}
+				if !ok {
+					break
+				}
+			}
+			return pw.Close()
+		})
 		if err != nil {
-			return 0, 0, err
+			return err
+		}
+		res.Written = append(res.Written, FileInfo{Path: joinKey(dir, name), Rows: rows, Bytes: size})
+		res.Rows += rows
+	}
+	res.DuplicateOffsets, res.Dropped = m.dupOffsets, int64(len(m.dropped))
+	m.close()
+
+	if len(m.dropped) > 0 {
+		// The table is cumulative per hour: the new file holds every
+		// redelivery ever dropped from the hour, so older generations can
+		// go once the inputs are deleted.
+		all := m.dropped
+		for _, n := range oldDropped {
+			rows, err := readRows[DroppedRow](ctx, l, joinKey(ddir, n), -1)
+			if err != nil {
+				return err
+			}
+			all = append(all, rows...)
+		}
+		slices.SortStableFunc(all, func(a, b DroppedRow) int {
+			return cmp.Or(cmp.Compare(a.KafkaPartition, b.KafkaPartition), cmp.Compare(a.KafkaOffset, b.KafkaOffset))
+		})
+		all = slices.CompactFunc(all, func(a, b DroppedRow) bool {
+			return a.KafkaPartition == b.KafkaPartition && a.KafkaOffset == b.KafkaOffset
+		})
+		name := droppedName(topic, gen)
+		if _, err := l.store.put(ctx, joinKey(ddir, name), func(w io.Writer) error {
+			pw := parquet.NewGenericWriter[DroppedRow](w, l.writerOptions()...)
+			if _, err := pw.Write(all); err != nil {
+				return err
+			}
+			return pw.Close()
+		}); err != nil {
+			return err
+		}
+		res.DroppedFile = joinKey(ddir, name)
+	}
+	gone := make([]string, 0, len(inputs))
+	for _, in := range inputs {
+		gone = append(gone, in.name)
+		res.Removed = append(res.Removed, joinKey(dir, in.name))
+	}
+	if err := l.store.remove(ctx, dir, gone); err != nil {
+		return err
+	}
+	if res.DroppedFile != "" {
+		if err := l.store.remove(ctx, ddir, oldDropped); err != nil {
+			return err
+		}
+	}
+	res.Files, res.MaxPartitionFiles = len(res.Written), 0
+	return nil
+}
+
+// merger is a k-way merge of sorted raw files in compareRaw order.
+type merger struct {
+	h          mergeHeap
+	dupOffsets int64
+	last       RawRow // the last row returned
+	haveLast   bool
+	group      []RawRow // copies of the current event at distinct offsets
+	dropped    []DroppedRow
+}
+
+func (l *Lake) newMerger(ctx context.Context, dir string, inputs []compactInput) (*merger, error) {
+	m := &merger{}
+	for _, in := range inputs {
+		c, err := l.openCursor(ctx, joinKey(dir, in.name), in.size)
+		if err != nil {
+			m.close()
+			return nil, err
 		}
 		if ok, err := c.next(); err != nil {
 			c.close()
-			return 0, 0, err
+			m.close()
+			return nil, err
 		} else if !ok {
 			c.close()
 			continue
 		}
-		h.cursors = append(h.cursors, c)
+		m.h.cursors = append(m.h.cursors, c)
 	}
-	heap.Init(h)
-	pw := parquet.NewGenericWriter[RawRow](w, l.writerOptions(rawSorting...)...)
-	buf := make([]RawRow, 0, 1024)
-	var last RawRow
-	haveLast := false
-	for h.Len() > 0 {
-		c := h.cursors[0]
-		r := c.row()
-		if haveLast && r.KafkaPartition == last.KafkaPartition && r.KafkaOffset == last.KafkaOffset {
-			dups++
+	heap.Init(&m.h)
+	return m, nil
+}
+
+func (m *merger) close() {
+	for _, c := range m.h.cursors {
+		c.close()
+	}
+	m.h.cursors = nil
+}
+
+func (m *merger) more() bool { return m.h.Len() > 0 }
+
+// advance moves the head cursor past its row.
+func (m *merger) advance() error {
+	c := m.h.cursors[0]
+	ok, err := c.next()
+	if err != nil {
+		return err
+	}
+	if ok {
+		heap.Fix(&m.h, 0)
+	} else {
+		c.close()
+		heap.Pop(&m.h)
+	}
+	return nil
+}
+
+// nextOffset returns the next row whose (partition, offset) was not
+// returned yet: compareRaw ends with partition and offset, and one offset
+// is always the same record, so repeats are adjacent.
+func (m *merger) nextOffset() (*RawRow, bool, error) {
+	for m.h.Len() > 0 {
+		r := m.h.cursors[0].row()
+		dup := m.haveLast && r.KafkaPartition == m.last.KafkaPartition && r.KafkaOffset == m.last.KafkaOffset
+		if !dup {
+			m.last, m.haveLast = *r, true
 		} else {
-			buf = append(buf, *r)
-			last, haveLast = *r, true
-			if len(buf) == cap(buf) {
-				if _, err := pw.Write(buf); err != nil {
-					return rows, dups, err
+			m.dupOffsets++
+		}
+		if err := m.advance(); err != nil {
+			return nil, false, err
+		}
+		if !dup {
+			return &m.last, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// nextEvent returns the kept copy of the next event: of the rows with one
+// (key, occurred_at, event_id) — adjacent in compareRaw order — the one
+// ingested first (then the lowest partition and offset). The others are
+// appended to m.dropped.
+func (m *merger) nextEvent() (*RawRow, bool, error) {
+	m.group = m.group[:0]
+	for m.h.Len() > 0 {
+		r := m.h.cursors[0].row()
+		if len(m.group) > 0 {
+			g := &m.group[0]
+			if r.Key != g.Key || r.OccurredAt != g.OccurredAt || r.EventID != g.EventID {
+				break
+			}
+			if l := &m.group[len(m.group)-1]; r.KafkaPartition == l.KafkaPartition && r.KafkaOffset == l.KafkaOffset {
+				m.dupOffsets++
+				if err := m.advance(); err != nil {
+					return nil, false, err
 				}
-				rows += int64(len(buf))
-				buf = buf[:0]
+				continue
 			}
 		}
-		ok, err := c.next()
-		if err != nil {
-			return rows, dups, err
-		}
-		if ok {
-			heap.Fix(h, 0)
-		} else {
-			c.close()
-			heap.Pop(h)
+		m.group = append(m.group, *r)
+		if err := m.advance(); err != nil {
+			return nil, false, err
 		}
 	}
-	if _, err := pw.Write(buf); err != nil {
-		return rows, dups, err
+	if len(m.group) == 0 {
+		return nil, false, nil
 	}
-	rows += int64(len(buf))
-	return rows, dups, pw.Close()
+	k := 0
+	for i := 1; i < len(m.group); i++ {
+		a, b := &m.group[i], &m.group[k]
+		if c := cmp.Or(cmp.Compare(a.IngestedAt, b.IngestedAt), cmp.Compare(a.KafkaPartition, b.KafkaPartition), cmp.Compare(a.KafkaOffset, b.KafkaOffset)); c < 0 {
+			k = i
+		}
+	}
+	kept := &m.group[k]
+	for i := range m.group {
+		if i == k {
+			continue
+		}
+		d := &m.group[i]
+		m.dropped = append(m.dropped, DroppedRow{
+			EventID: d.EventID, Key: d.Key, OccurredAt: d.OccurredAt, IngestedAt: d.IngestedAt,
+			KafkaPartition: d.KafkaPartition, KafkaOffset: d.KafkaOffset,
+			KeptPartition: kept.KafkaPartition, KeptOffset: kept.KafkaOffset,
+		})
+	}
+	m.last = *kept
+	return &m.last, true, nil
 }
 
 // cursor reads one sorted raw file in chunks.

@@ -3,6 +3,7 @@ package lake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,20 @@ import (
 )
 
 func TestCompact(t *testing.T) { forEachStore(t, testCompact) }
+
+// redeliver returns copies of every step-th row of rows as records of
+// partition p from offset first, ingested shift later (earlier when
+// negative): what a producer's retry leaves in the topic.
+func redeliver(rows []RawRow, step int, p int32, first int64, shift time.Duration) []RawRow {
+	var out []RawRow
+	for i := 0; i < len(rows); i += step {
+		r := rows[i]
+		r.KafkaPartition, r.KafkaOffset = p, first+int64(len(out))
+		r.IngestedAt += shift.Microseconds()
+		out = append(out, r)
+	}
+	return out
+}
 
 func testCompact(t *testing.T, opts Options) {
 	ctx := context.Background()
@@ -26,13 +41,24 @@ func testCompact(t *testing.T, opts Options) {
 			t.Fatal(err)
 		}
 	}
+	// Redeliveries: 100 of p0's events again in partition 2, ingested
+	// later (dropped), 20 of p1's in partition 2 ingested earlier (kept:
+	// the originals are dropped), and 10 of p0's again in partition 0.
+	p2 := append(redeliver(p0, 10, 2, 0, time.Second), redeliver(p1, 20, 2, 100, -time.Millisecond)...)
+	p0again := redeliver(p0, 100, 0, 1000, 2*time.Second)
+	if _, err := l.WriteRaw(ctx, topic, 2, 0, int64(len(p2)-1), p2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WriteRaw(ctx, topic, 0, 1000, 1009, p0again); err != nil {
+		t.Fatal(err)
+	}
 	all := append(slices.Clone(p0), p1...)
 	q := Query{Topic: topic, From: testStart, To: testStart.Add(time.Hour)}
 	before, st, err := l.Aggregate(ctx, q, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Rows != 1400 || st.Duplicates != 100 {
+	if st.Rows != 1400 || st.Duplicates != 100+130 {
 		t.Fatalf("before: %+v", st)
 	}
 	checkAggs(t, before, all, 10*time.Minute)
@@ -46,75 +72,202 @@ func testCompact(t *testing.T, opts Options) {
 		}
 	}
 
-	res, err := l.Compact(ctx, topic, testStart)
+	res, err := l.CompactHour(ctx, topic, testStart, CompactOptions{MaxRows: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Rows != 1400 || res.DuplicateOffsets != 100 || len(res.Written) != 2 || len(res.Removed) != 6 {
+	if res.Rows != 1400 || res.DuplicateOffsets != 100 || res.Dropped != 130 || len(res.Written) != 3 || len(res.Removed) != 8 || res.Files != 3 {
 		t.Fatalf("result = %+v", res)
 	}
-	want := []string{"m8-suhu-kejadian-0-0-999.parquet", "m8-suhu-kejadian-1-0-399.parquet"}
+	want := []string{"m8-suhu-kejadian-c1-0.parquet", "m8-suhu-kejadian-c1-1.parquet", "m8-suhu-kejadian-c1-2.parquet"}
 	if got := dirNames(t, l, dir); !slices.Equal(got, want) {
 		t.Fatalf("after compaction: %v, want %v", got, want)
 	}
-	after, st, err := l.Aggregate(ctx, q, 10*time.Minute)
-	if err != nil || st.Duplicates != 0 || st.Rows != 1400 {
-		t.Fatalf("after: %+v, %v", st, err)
+	checkCompacted(t, l, q, all, 1400, 130)
+	// The earliest ingested copy is kept: p1's events redelivered earlier
+	// in partition 2 are kept there, their originals dropped.
+	dropped := readParquet[DroppedRow](t, l, res.DroppedFile)
+	kept := map[[2]int64][2]int64{}
+	for _, d := range dropped {
+		kept[[2]int64{int64(d.KafkaPartition), d.KafkaOffset}] = [2]int64{int64(d.KeptPartition), d.KeptOffset}
 	}
-	checkAggs(t, after, all, 10*time.Minute)
+	if k := kept[[2]int64{1, 20}]; k != [2]int64{2, 101} {
+		t.Errorf("p1 offset 20 dropped for %v, want the earlier copy 2/101", k)
+	}
+	if k := kept[[2]int64{2, 1}]; k != [2]int64{0, 10} {
+		t.Errorf("p2 offset 1 dropped for %v, want the original 0/10", k)
+	}
+	if k := kept[[2]int64{0, 1001}]; k != [2]int64{0, 100} {
+		t.Errorf("p0 offset 1001 dropped for %v, want the original 0/100", k)
+	}
 
-	// A crash between writing the output and deleting the inputs leaves the
-	// inputs beside the output: the reader still counts each event once,
-	// and compacting again finishes the job with the same output. Debris
-	// of a crashed write (a temporary file, on S3 an unfinished multipart
-	// upload) older than TempMaxAge goes too.
+	// A crash between writing the outputs and deleting the inputs leaves the
+	// inputs beside the outputs: the reader still counts each event once,
+	// and compacting again finishes the job (a new generation, the dropped
+	// table rewritten, nothing doubled). Debris of a crashed write (a
+	// temporary file, on S3 an unfinished multipart upload) older than
+	// TempMaxAge goes too.
 	for n, b := range saved {
 		putFile(t, l, joinKey(dir, n), b)
 	}
-	addDebris(t, l, dir, "m8-suhu-kejadian-0-0-999.parquet")
+	addDebris(t, l, dir, "m8-suhu-kejadian-c1-0.parquet")
 	mid, st, err := l.Aggregate(ctx, q, 10*time.Minute)
 	if err != nil || st.Rows != 1400 {
 		t.Fatalf("crash state: %+v, %v", st, err)
 	}
 	checkAggs(t, mid, all, 10*time.Minute)
-	res, err = l.Compact(ctx, topic, testStart)
-	if err != nil || len(res.TempRemoved) != 0 || res.Rows != 1400 || len(res.Removed) != 6 {
+	res, err = l.CompactHour(ctx, topic, testStart, CompactOptions{MaxRows: 500})
+	if err != nil || len(res.TempRemoved) != 0 || res.Rows != 1400 || len(res.Removed) != 11 || res.Dropped != 130 {
 		t.Fatalf("rerun with young debris: %+v, %v", res, err)
 	}
-	addDebris(t, l, dir, "m8-suhu-kejadian-1-0-399.parquet")
+	want2 := []string{"m8-suhu-kejadian-c2-0.parquet", "m8-suhu-kejadian-c2-1.parquet", "m8-suhu-kejadian-c2-2.parquet"}
+	if got := slices.DeleteFunc(dirNames(t, l, dir), isTemp); !slices.Equal(got, want2) {
+		t.Fatalf("after the rerun: %v, want %v", got, want2)
+	}
+	if got := dirNames(t, l, droppedHourKey(topic, testStart)); !slices.Equal(got, []string{"m8-suhu-kejadian-c2.parquet"}) {
+		t.Errorf("raw_dropped after the rerun: %v", got)
+	}
+	checkCompacted(t, l, q, all, 1400, 130)
+
+	// Nothing left to merge: Compact only sweeps old debris.
 	l.opts.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
 	res, err = l.Compact(ctx, topic, testStart)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(res.Written) != 0 || len(res.Removed) != 0 || res.Files != 3 {
+		t.Errorf("third run: %+v, %v", res, err)
 	}
-	if len(res.TempRemoved) != 2 || res.Rows != 0 {
-		t.Errorf("second run: %+v", res)
-	}
-	if got := dirNames(t, l, dir); !slices.Equal(got, want) {
-		t.Errorf("after second run: %v, want %v", got, want)
+	if _, ok := l.store.(*localStore); ok && len(res.TempRemoved) != 1 {
+		t.Errorf("third run removed %v, want the debris", res.TempRemoved)
 	}
 	if _, ok := l.store.(*s3Store); ok {
 		if u := uploads(t, l); len(u) != 0 {
 			t.Errorf("uploads left: %v", u)
 		}
 	}
-	after, _, err = l.Aggregate(ctx, q, 10*time.Minute)
-	if err != nil {
+	if got := dirNames(t, l, dir); !slices.Equal(got, want2) {
+		t.Errorf("after the sweep: %v, want %v", got, want2)
+	}
+
+	// A late archive batch redelivering an event again lands in the closed
+	// hour; the next compaction drops it too, and keeps the dropped
+	// records of the earlier generations.
+	// It waits for LateDelay first, so a trickle of late files does not
+	// rewrite the hour every pass.
+	l.opts.Now = time.Now
+	late := redeliver(p0, 500, 3, 0, time.Hour)
+	if _, err := l.WriteRaw(ctx, topic, 3, 0, int64(len(late)-1), late); err != nil {
 		t.Fatal(err)
 	}
-	checkAggs(t, after, all, 10*time.Minute)
-
-	// Nothing left to merge: a no-op.
-	res, err = l.Compact(ctx, topic, testStart)
-	if err != nil || len(res.Written) != 0 || len(res.Removed) != 0 {
-		t.Errorf("third run: %+v, %v", res, err)
+	if res, err = l.CompactHour(ctx, topic, testStart, CompactOptions{MaxRows: 500}); err != nil || len(res.Removed) != 0 || res.Files != 4 {
+		t.Fatalf("a young late batch: %+v, %v", res, err)
 	}
+	l.opts.Now = func() time.Time { return time.Now().Add(11 * time.Minute) }
+	if res, err = l.CompactHour(ctx, topic, testStart, CompactOptions{MaxRows: 500}); err != nil || res.Dropped != 2 || res.Rows != 1400 {
+		t.Fatalf("late batch: %+v, %v", res, err)
+	}
+	checkCompacted(t, l, q, all, 1400, 132)
+
 	// Missing hours are fine; unaligned hours are not.
 	if _, err := l.Compact(ctx, topic, testStart.Add(5*time.Hour)); err != nil {
 		t.Errorf("missing hour: %v", err)
 	}
 	if _, err := l.Compact(ctx, topic, testStart.Add(time.Minute)); err == nil || !strings.Contains(err.Error(), "start of an hour") {
 		t.Errorf("unaligned hour: %v", err)
+	}
+}
+
+// checkCompacted checks a compacted lake: the aggregates of all, every raw
+// row a distinct event (a reader that does not deduplicate counts rows
+// events), and every offset of raw and raw_dropped exactly once, dropped
+// of them in raw_dropped.
+func checkCompacted(t *testing.T, l *Lake, q Query, all []RawRow, rows, dropped int) {
+	t.Helper()
+	ctx := context.Background()
+	aggs, st, err := l.Aggregate(ctx, q, 10*time.Minute)
+	if err != nil || st.Duplicates != 0 || st.Rows != int64(rows) {
+		t.Fatalf("compacted: %+v, %v", st, err)
+	}
+	checkAggs(t, aggs, all, 10*time.Minute)
+	if n := rawRowCount(t, l, q.Topic); n != int64(rows) {
+		t.Errorf("raw files hold %d rows, want %d distinct events", n, rows)
+	}
+	seen := map[string]int{}
+	inDropped := 0
+	if err := l.Offsets(ctx, q.Topic, func(table string, p int32, o int64) error {
+		seen[fmt.Sprintf("%d/%d", p, o)]++
+		if table == DroppedDir {
+			inDropped++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for o, n := range seen {
+		if n != 1 {
+			t.Errorf("offset %s held %d times", o, n)
+		}
+	}
+	if inDropped != dropped || len(seen) != rows+dropped {
+		t.Errorf("offsets: %d, %d of them in raw_dropped; want %d, %d", len(seen), inDropped, rows+dropped, dropped)
+	}
+}
+
+// rawRowCount is the number of rows in topic's raw files, as a reader that
+// does not deduplicate (DuckDB's count(*)) sees them.
+func rawRowCount(t *testing.T, l *Lake, topic string) int64 {
+	t.Helper()
+	var n int64
+	if err := l.store.walk(context.Background(), RawDir+"/topic="+topic, func(key string, e entry) error {
+		if !hidden(e.name) && strings.HasSuffix(e.name, ".parquet") {
+			n += openParquet(t, l, key).NumRows()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCompactOpenHour: an open hour's partition is merged once it holds
+// half the file limit, into one archive file keeping every offset (event_id
+// duplicates too: the stream may still count them).
+func TestCompactOpenHour(t *testing.T) { forEachStore(t, testCompactOpenHour) }
+
+func testCompactOpenHour(t *testing.T, opts Options) {
+	ctx := context.Background()
+	l := mustOpen(t, opts)
+	rows := genRows(320, 1, 4, 0, 0, 14)
+	rows = append(rows, redeliver(rows, 32, 0, 320, time.Second)...)
+	write := func(lo, hi int) {
+		t.Helper()
+		for i := lo; i < hi; i += 10 {
+			if _, err := l.WriteRaw(ctx, topic, 0, int64(i), int64(i+9), rows[i:i+10]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(0, 150) // 15 files
+	o := CompactOptions{Open: true, MaxOpenFiles: 32}
+	res, err := l.CompactHour(ctx, topic, testStart, o)
+	if err != nil || len(res.Written) != 0 || res.Files != 15 || res.MaxPartitionFiles != 15 {
+		t.Fatalf("below the threshold: %+v, %v", res, err)
+	}
+	write(150, 330) // 33 files
+	res, err = l.CompactHour(ctx, topic, testStart, o)
+	if err != nil || len(res.Written) != 1 || res.Rows != 330 || res.Files != 1 || res.MaxPartitionFiles != 1 || res.Dropped != 0 {
+		t.Fatalf("merge: %+v, %v", res, err)
+	}
+	dir := rawHourKey(topic, testStart)
+	if got := dirNames(t, l, dir); !slices.Equal(got, []string{FileName(topic, 0, 0, 329)}) {
+		t.Errorf("after the merge: %v", got)
+	}
+	_, st, err := l.Aggregate(ctx, Query{Topic: topic, From: testStart, To: testStart.Add(time.Hour)}, time.Hour)
+	if err != nil || st.Rows != 320 || st.Duplicates != 10 {
+		t.Errorf("read after the merge: %+v, %v", st, err)
+	}
+	// Closing the hour then drops the redeliveries.
+	res, err = l.CompactHour(ctx, topic, testStart, CompactOptions{})
+	if err != nil || res.Rows != 320 || res.Dropped != 10 || res.Files != 1 {
+		t.Fatalf("closing: %+v, %v", res, err)
 	}
 }
 
@@ -138,7 +291,7 @@ func testCompactLock(t *testing.T, opts Options) {
 	if err != nil || len(res.Written) != 1 {
 		t.Fatalf("stale lock not taken over: %+v, %v", res, err)
 	}
-	if got := dirNames(t, l, dir); !slices.Equal(got, []string{"m8-suhu-kejadian-0-0-19.parquet"}) {
+	if got := dirNames(t, l, dir); !slices.Equal(got, []string{"m8-suhu-kejadian-c1-0.parquet"}) {
 		t.Errorf("lock left behind: %v", got)
 	}
 	// While one compaction holds the lock, another is refused.
@@ -174,5 +327,65 @@ func testCompactBadInput(t *testing.T, opts Options) {
 	}
 	if after := listFiles(t, l); !slices.Equal(before, after) {
 		t.Errorf("failed compaction changed the lake: %v -> %v", before, after)
+	}
+}
+
+// staleListStore hands out a listing of dir taken before calling between
+// once, so a reader opens files that between has replaced.
+type staleListStore struct {
+	storage
+	dir     string
+	between func()
+	done    bool
+}
+
+func (s *staleListStore) list(ctx context.Context, dir string) ([]entry, error) {
+	es, err := s.storage.list(ctx, dir)
+	if err == nil && dir == s.dir && !s.done {
+		s.done = true
+		s.between()
+	}
+	return es, err
+}
+
+// TestReadRacesCompaction: a reader that listed an hour before a
+// compaction replaced its files (open-hour merge or closed-hour
+// compaction) lists it again and counts every event once.
+func TestReadRacesCompaction(t *testing.T) { forEachStore(t, testReadRacesCompaction) }
+
+func testReadRacesCompaction(t *testing.T, opts Options) {
+	ctx := context.Background()
+	l := mustOpen(t, opts)
+	rows := genRows(400, 1, 5, 0, 0, 15)
+	for lo := 0; lo < len(rows); lo += 20 {
+		if _, err := l.WriteRaw(ctx, topic, 0, int64(lo), int64(lo+19), rows[lo:lo+20]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := redeliver(rows, 7, 1, 0, time.Second)
+	if _, err := l.WriteRaw(ctx, topic, 1, 0, int64(len(again)-1), again); err != nil {
+		t.Fatal(err)
+	}
+	q := Query{Topic: topic, From: testStart, To: testStart.Add(time.Hour)}
+	for _, o := range []CompactOptions{{Open: true, MaxOpenFiles: 8}, {MaxRows: 150}} {
+		reader := mustOpen(t, opts)
+		var res CompactResult
+		reader.store = &staleListStore{storage: reader.store, dir: rawHourKey(topic, testStart), between: func() {
+			var err error
+			if res, err = l.CompactHour(ctx, topic, testStart, o); err != nil {
+				t.Fatal(err)
+			}
+		}}
+		aggs, st, err := reader.Aggregate(ctx, q, 10*time.Minute)
+		if err != nil {
+			t.Fatalf("open %v: read racing the compaction: %v", o.Open, err)
+		}
+		if len(res.Removed) == 0 {
+			t.Fatalf("open %v: the compaction removed nothing: %+v", o.Open, res)
+		}
+		if st.Rows != int64(len(rows)) {
+			t.Errorf("open %v: %d events read, want %d", o.Open, st.Rows, len(rows))
+		}
+		checkAggs(t, aggs, rows, 10*time.Minute)
 	}
 }

@@ -2,12 +2,16 @@
 // rejected records, summaries), the hive layout and file naming, the atomic
 // idempotent writer the archiver calls, the archive progress files, the
 // reader that scans a topic over an event-time range and aggregates it per
-// key and window with event.Agg, and compaction of finalized hours.
+// key and window with event.Agg, and compaction: of closed hours into large
+// files without duplicates, and of open hours' many small files
+// (docs/adr/0018-continuous-compaction.md).
 //
 // Layout under the lake root (every directory and file name is derived from
 // topic, partition, offsets and times, never from event keys):
 //
 //	raw/topic=<t>/event_date=YYYY-MM-DD/event_hour=HH/<t>-<partition>-<firstOffset>-<lastOffset>.parquet
+//	raw/topic=<t>/event_date=YYYY-MM-DD/event_hour=HH/<t>-c<generation>-<n>.parquet   (a closed hour, compacted)
+//	raw_dropped/topic=<t>/event_date=YYYY-MM-DD/event_hour=HH/<t>-c<generation>.parquet
 //	rejected/topic=<t>/ingest_date=YYYY-MM-DD/<t>-<partition>-<firstOffset>-<lastOffset>.parquet
 //	summaries/stream=<s>/window_date=YYYY-MM-DD/<name>.parquet
 //	_progress/topic=<t>/partition=<p>.json

@@ -12,7 +12,8 @@ import (
 // TableInfo summarizes one table of the lake (one topic of raw or
 // rejected, one stream of summaries), from file footers only.
 type TableInfo struct {
-	// Table is "raw", "rejected" or "summaries"; Name the topic or stream.
+	// Table is "raw", "rejected", "raw_dropped" or "summaries"; Name the
+	// topic or stream.
 	Table string `json:"table"`
 	Name  string `json:"name"`
 	// Partitions counts the leaf hive directories (hours or dates).
@@ -34,13 +35,13 @@ type Inventory struct {
 }
 
 // tableTimeColumn is the time column summarized per table.
-var tableTimeColumn = map[string]string{RawDir: "occurred_at", RejectedDir: "ingested_at", SummariesDir: "window_start"}
+var tableTimeColumn = map[string]string{RawDir: "occurred_at", RejectedDir: "ingested_at", DroppedDir: "occurred_at", SummariesDir: "window_start"}
 
 // List summarizes every table and the archive progress of every topic.
 // It reads file footers, not data.
 func (l *Lake) List(ctx context.Context) (Inventory, error) {
 	var inv Inventory
-	for _, table := range []string{RawDir, RejectedDir, SummariesDir} {
+	for _, table := range []string{RawDir, RejectedDir, DroppedDir, SummariesDir} {
 		prefix := "topic="
 		if table == SummariesDir {
 			prefix = "stream="

@@ -15,6 +15,9 @@ const (
 	RejectedDir  = "rejected"
 	SummariesDir = "summaries"
 	ProgressDir  = "_progress"
+	// DroppedDir holds the redeliveries a closed hour's compaction removed
+	// from raw (DroppedRow), so every offset stays accounted for.
+	DroppedDir = "raw_dropped"
 )
 
 // Errors of package lake. Wrapped errors add the path or value at fault.
@@ -126,6 +129,12 @@ func dateString(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 func rawHourKey(topic string, t time.Time) string {
 	t = t.UTC()
 	return RawDir + "/topic=" + topic + "/event_date=" + dateString(t) + fmt.Sprintf("/event_hour=%02d", t.Hour())
+}
+
+// droppedHourKey is the raw_dropped directory of topic's hour holding t:
+// the raw layout under DroppedDir.
+func droppedHourKey(topic string, t time.Time) string {
+	return DroppedDir + strings.TrimPrefix(rawHourKey(topic, t), RawDir)
 }
 
 func rejectedDateKey(topic string, t time.Time) string {

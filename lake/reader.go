@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"slices"
 	"strings"
@@ -402,25 +403,28 @@ func (s *scanner) run(ctx context.Context, visit func(b *rgData, i int) error) e
 // compares each row with the previous one and needs no hash set. A file
 // that does not declare that order (not written by reckon) switches the
 // hour to a hash set of event_ids.
+//
+// A file listed but gone when opened was replaced by a compaction, whose
+// outputs are durable before it deletes its inputs
+// (docs/adr/0018-continuous-compaction.md): the hour is listed and opened
+// again. No row of the hour has been delivered by then.
 func (s *scanner) scanHour(ctx context.Context, dir string, visit func(b *rgData, i int) error) error {
-	files, err := s.lake.lakeFiles(ctx, dir)
-	if err != nil {
-		return err
-	}
-	cursors := make([]*fileCursor, 0, len(files))
+	var cursors []*fileCursor
 	defer func() {
 		for _, c := range cursors {
 			c.close()
 		}
 	}()
 	sorted := true
-	for _, f := range files {
-		c, err := s.openCursor(ctx, joinKey(dir, f.name), f.size)
-		if err != nil {
+	for attempt := 0; ; attempt++ {
+		var err error
+		cursors, sorted, err = s.openHour(ctx, dir)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 4 {
 			return err
 		}
-		cursors = append(cursors, c)
-		sorted = sorted && c.sorted
 	}
 	s.prevKey, s.prevOcc, s.prevID = -1, math.MinInt64, s.prevID[:0]
 	sorted = sorted && !hashDedupForBench
@@ -492,6 +496,29 @@ func (s *scanner) scanHour(ctx context.Context, dir string, visit func(b *rgData
 		}
 	}
 	return nil
+}
+
+// openHour lists dir and opens a cursor on each of its files; on an error
+// it closes the ones it opened.
+func (s *scanner) openHour(ctx context.Context, dir string) ([]*fileCursor, bool, error) {
+	files, err := s.lake.lakeFiles(ctx, dir)
+	if err != nil {
+		return nil, false, err
+	}
+	cursors := make([]*fileCursor, 0, len(files))
+	sorted := true
+	for _, f := range files {
+		c, err := s.openCursor(ctx, joinKey(dir, f.name), f.size)
+		if err != nil {
+			for _, c := range cursors {
+				c.close()
+			}
+			return nil, false, err
+		}
+		cursors = append(cursors, c)
+		sorted = sorted && c.sorted
+	}
+	return cursors, sorted, nil
 }
 
 // hashDedupForBench makes every hour use the hash set, so a benchmark can

@@ -180,13 +180,16 @@ func kadmEnds(ctx context.Context, cfg *config.Config, topic string) (map[int32]
 	return out, nil
 }
 
-// census is what the lake holds of one raw topic: raw rows (ids and
-// "partition/offset" counted), rejected rows, and every offset of either.
+// census is what the lake holds of one raw topic: raw rows as reckon's
+// reader delivers them (each event once; ids and "partition/offset"
+// counted), rejected rows, and every offset the lake holds in raw (every
+// row, redeliveries too), rejected or raw_dropped (redeliveries a closed
+// hour's compaction removed, docs/adr/0018-continuous-compaction.md).
 type census struct {
 	rawRows         int
 	ids, rawOffsets map[string]int
 	rejected        []lake.RejectedRow
-	offsets         map[string]int // raw and rejected together
+	offsets         map[string]int // raw, rejected and raw_dropped together
 }
 
 func takeCensus(t *testing.T, ctx context.Context, lk *lake.Lake, topic string, from, to time.Time) census {
@@ -195,17 +198,18 @@ func takeCensus(t *testing.T, ctx context.Context, lk *lake.Lake, topic string, 
 	_, err := lk.Scan(ctx, lake.Query{Topic: topic, From: from, To: to}, lake.ColAll, func(r *lake.RawRow) error {
 		c.rawRows++
 		c.ids[r.EventID]++
-		o := fmt.Sprintf("%d/%d", r.KafkaPartition, r.KafkaOffset)
-		c.rawOffsets[o]++
-		c.offsets[o]++
+		c.rawOffsets[fmt.Sprintf("%d/%d", r.KafkaPartition, r.KafkaOffset)]++
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.rejected = readRejected(t, lk.Root(), topic)
-	for _, r := range c.rejected {
-		c.offsets[fmt.Sprintf("%d/%d", r.KafkaPartition, r.KafkaOffset)]++
+	if err := lk.Offsets(ctx, topic, func(_ string, p int32, o int64) error {
+		c.offsets[fmt.Sprintf("%d/%d", p, o)]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	return c
 }

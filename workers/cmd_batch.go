@@ -20,7 +20,7 @@ import (
 )
 
 func runBatch(ctx context.Context, cx *cmdContext) error {
-	noStart := cx.fs.Bool("no-start", false, "only run the worker; do not start the archive workflows")
+	noStart := cx.fs.Bool("no-start", false, "only run the worker; do not start the archive and compaction workflows")
 	if err := cx.parse(); err != nil {
 		return err
 	}
@@ -68,6 +68,9 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 
 	if !*noStart {
 		if err := startArchives(ctx, cfg, c, log); err != nil {
+			return err
+		}
+		if err := startCompactions(ctx, cfg, c, log); err != nil {
 			return err
 		}
 		// Pane history, targeted corrections of too-late events and the

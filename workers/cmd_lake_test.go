@@ -186,12 +186,14 @@ func testLakeCommands(t *testing.T, root string, env []string, exists func(key s
 	}
 
 	out = run("compact", "--topic", topic, "--date", "2026-11-07")
-	if !strings.Contains(out, "event_hour=08/m8-suhu-kejadian-0-1-9.parquet\t5 rows") {
+	// The redelivery of line 1 is dropped to raw_dropped/.
+	if !strings.Contains(out, "event_hour=08/m8-suhu-kejadian-c1-0.parquet\t4 rows") || !strings.Contains(out, "1 redeliveries dropped") {
 		t.Errorf("compact:\n%s", out)
 	}
 	for _, f := range []string{
-		"raw/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=08/m8-suhu-kejadian-0-1-9.parquet",
-		"raw/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=09/m8-suhu-kejadian-0-6-9.parquet",
+		"raw/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=08/m8-suhu-kejadian-c1-0.parquet",
+		"raw/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=09/m8-suhu-kejadian-c1-0.parquet",
+		"raw_dropped/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=08/m8-suhu-kejadian-c1.parquet",
 	} {
 		if !exists(f) {
 			t.Errorf("after compaction: missing %s", f)

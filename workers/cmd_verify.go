@@ -20,7 +20,7 @@ var (
 	errEarlyOnTime  = errors.New("not timely: an on_time pane was emitted before its window end + out_of_orderness")
 )
 
-// runVerify is `reckon verify --manifest F [--stream S] [--truth]`: the
+// runVerify is `reckon verify --manifest F [--stream S] [--truth] [--lake]`: the
 // conservation check (docs/requirements.md R-PROOF-1, R-PROOF-2). It reads
 // the generator's manifest, the
 // summaries, late and DLQ topics (read_committed) and the stream's
@@ -32,6 +32,7 @@ func runVerify(ctx context.Context, cx *cmdContext) error {
 	stream := cx.fs.String("stream", "", "stream to check (default: the manifest's stream, else the stream reading its topic)")
 	truth := cx.fs.Bool("truth", false, "also fail when a closed window's final version differs from the truth (run after reconcile)")
 	timeout := cx.fs.Duration("timeout", 2*time.Minute, "give up reading the topics after this long")
+	lakeCheck := cx.fs.Bool("lake", false, "also fail unless every archived record of the manifest is held exactly once in the lake's raw, rejected or raw_dropped table")
 	if err := cx.parse(); err != nil {
 		return err
 	}
@@ -86,9 +87,26 @@ func runVerify(ctx context.Context, cx *cmdContext) error {
 	if *truth && !l.Truthful() {
 		return errNotTruthful
 	}
+	if *lakeCheck {
+		lk, err := openConfiguredLake(cx.cfg, "")
+		if err != nil {
+			return err
+		}
+		acc, err := accountLake(rctx, lk, m)
+		if err != nil {
+			return err
+		}
+		acc.print(cx.stdout, m.Topic)
+		if !acc.Exact() {
+			return errLakeNotAccounted
+		}
+	}
 	verdict := "conserved, on time"
 	if *truth {
 		verdict += " and truthful"
+	}
+	if *lakeCheck {
+		verdict += ", every archived offset once in the lake"
 	}
 	fmt.Fprintf(cx.stdout, "verify %s: %s\n", s.Name, verdict)
 	return nil

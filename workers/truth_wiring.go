@@ -51,6 +51,7 @@ func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, log *sl
 		w.RegisterWorkflowWithOptions(wf.fn, workflow.RegisterOptions{Name: wf.name})
 	}
 	w.RegisterActivity(batchTruthActivities(cfg, lk, kc, pv))
+	registerCompaction(w, cfg, lk, pv)
 	return func() { pv.Close(); kc.Close() }, nil
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 // TestLongRunningHistoriesReplay replays recorded histories of the
-// workflows that never end — Archive, PaneArchive, LateWatch — with
+// workflows that never end — Archive, PaneArchive, LateWatch, Compaction — with
 // today's code. Their runs are open during every deploy and the new code
 // replays them: a change to their command sequence (another activity, a
 // timer, a reordered step) would break every partition's run, and fails
@@ -45,6 +45,8 @@ func TestLongRunningHistoriesReplay(t *testing.T) {
 		{"pane_archive_continued_history.json", true, "", "PaneArchiveEnd", "ArchivePanes", "Panes", true},
 		{"late_watch_history.json", false, "", "ReadLate", "ReadLate", "Items", false},
 		{"late_watch_continued_history.json", true, "", "ReadLate", "ReadLate", "Items", false},
+		{"compaction_history.json", false, "", "CompactRaw", "CompactRaw", "Rows", true},
+		{"compaction_continued_history.json", true, "", "CompactRaw", "CompactRaw", "Rows", true},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			f, err := os.Open(filepath.Join("testdata", c.file))
@@ -80,6 +82,7 @@ func TestLongRunningHistoriesReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(workflows.Archive, workflow.RegisterOptions{Name: "Archive"})
 			r.RegisterWorkflowWithOptions(workflows.PaneArchive, workflow.RegisterOptions{Name: workflows.PaneArchiveWorkflow})
 			r.RegisterWorkflowWithOptions(workflows.LateWatch, workflow.RegisterOptions{Name: workflows.LateWatchWorkflow})
+			r.RegisterWorkflowWithOptions(workflows.Compaction, workflow.RegisterOptions{Name: workflows.CompactionWorkflow})
 			if err := r.ReplayWorkflowHistory(nil, hist); err != nil {
 				t.Fatal(err)
 			}

@@ -24,6 +24,10 @@ var (
 	// SAChecked is how many windows a recompute, reconciliation or replay
 	// checked against the truth (SACorrected: how many it corrected).
 	SAChecked = temporal.NewSearchAttributeKeyInt64("ReckonChecked")
+	// SAClosedThrough is a compaction workflow's closed-through point:
+	// every hour of its topic ending at or before it is compacted or due
+	// (docs/adr/0018-continuous-compaction.md).
+	SAClosedThrough = temporal.NewSearchAttributeKeyTime("ReckonClosedThrough")
 )
 
 // SearchAttributes lists every reckon search attribute as name=Type, the
@@ -40,5 +44,6 @@ func SearchAttributes() []string {
 		"ReckonShift=Keyword",
 		"ReckonWindowStart=Datetime",
 		"ReckonChecked=Int",
+		"ReckonClosedThrough=Datetime",
 	}
 }

@@ -421,6 +421,7 @@ func (c *Config) fillDefaults() {
 	}
 	defInt(&c.ZReport.OFDSimGeneratorKeys, 20)
 	c.Batch.fillDefaults()
+	c.Lake.Compaction.fillDefaults()
 }
 
 // Validate reports every problem at once, joined.
@@ -442,6 +443,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, validateSecurity(c)...)
 	errs = append(errs, validateLake(c.Lake)...)
+	c.Lake.Compaction.validate(bad)
 	names := map[string]bool{}
 	for i, s := range c.Streams {
 		at := fmt.Sprintf("streams[%d]", i)

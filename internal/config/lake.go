@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 )
 
 // Lake is where the Parquet lake lives (docs/adr/0011-lake-object-storage.md).
@@ -17,6 +18,69 @@ type Lake struct {
 	// S3 reaches the object store of an s3:// root. Its keys must stay
 	// unset for a local root.
 	S3 LakeS3 `yaml:"s3"`
+	// Compaction tunes the continuous compaction of the raw table
+	// (docs/adr/0018-continuous-compaction.md).
+	Compaction LakeCompaction `yaml:"compaction"`
+}
+
+// LakeCompaction tunes the compaction workflow `reckon batch` runs per raw
+// topic (docs/adr/0018-continuous-compaction.md). The zero value of each
+// field means its default.
+type LakeCompaction struct {
+	// MaxRows bounds the rows of each file a closed hour is compacted
+	// into. Default 1000000.
+	MaxRows int64 `yaml:"max_rows"`
+	// MaxOpenFiles is how many raw files one (topic, partition, hour) still
+	// open may hold; a partition reaching half of it is merged. Default 64.
+	MaxOpenFiles int `yaml:"max_open_files"`
+	// Margin is how far the stream's purged-through point (watermark −
+	// allowed lateness; for a topic no stream reads, the archive's
+	// archived-through time) must be past an hour's end before the hour is
+	// compacted as closed. Default 5m.
+	Margin time.Duration `yaml:"margin"`
+	// Poll is how often the workflow looks for work. Default 30s.
+	Poll time.Duration `yaml:"poll"`
+	// Lookback is how far back from now the workflow looks at hours; older
+	// hours are left to `reckon lake compact`. Default 168h.
+	Lookback time.Duration `yaml:"lookback"`
+	// LateDelay is how long files archived into an already compacted
+	// closed hour (late events) may wait before the hour is compacted
+	// again, unless they reach half of max_open_files. Default 10m.
+	LateDelay time.Duration `yaml:"late_delay"`
+}
+
+func (c *LakeCompaction) fillDefaults() {
+	if c.MaxRows == 0 {
+		c.MaxRows = 1_000_000
+	}
+	if c.MaxOpenFiles == 0 {
+		c.MaxOpenFiles = 64
+	}
+	for _, d := range []struct {
+		d *time.Duration
+		v time.Duration
+	}{{&c.Margin, 5 * time.Minute}, {&c.Poll, 30 * time.Second}, {&c.Lookback, 7 * 24 * time.Hour}, {&c.LateDelay, 10 * time.Minute}} {
+		if *d.d == 0 {
+			*d.d = d.v
+		}
+	}
+}
+
+func (c LakeCompaction) validate(bad func(format string, a ...any)) {
+	if c.MaxRows < 0 {
+		bad("lake.compaction.max_rows: must not be negative")
+	}
+	if c.MaxOpenFiles < 0 || c.MaxOpenFiles > 0 && c.MaxOpenFiles < 4 {
+		bad("lake.compaction.max_open_files: %d; at least 4 (a partition is merged at half of it)", c.MaxOpenFiles)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"margin", c.Margin}, {"poll", c.Poll}, {"lookback", c.Lookback}, {"late_delay", c.LateDelay}} {
+		if d.v < 0 {
+			bad("lake.compaction.%s: must not be negative", d.name)
+		}
+	}
 }
 
 // LakeS3 is the connection to the object store of an s3:// lake root. The

@@ -157,9 +157,17 @@ func TestDuckDBReadsLake(t *testing.T) {
 	if dupOffsets != 0 {
 		t.Errorf("compacted hour holds %d offsets twice", dupOffsets)
 	}
+	// The compacted (closed) hour needs no DISTINCT ON: each event once,
+	// its redeliveries in raw_dropped (docs/adr/0018-continuous-compaction.md).
+	var hourRows, hourIDs, dropped int64
+	mustScan(t, db, fmt.Sprintf(`SELECT count(*), count(DISTINCT event_id) FROM %s WHERE event_hour = '01'`, raw), &hourRows, &hourIDs)
+	mustScan(t, db, fmt.Sprintf(`SELECT count(*) FROM read_parquet('%s/raw_dropped/**/*.parquet', hive_partitioning=true) WHERE event_hour = '01'`, l.Root()), &dropped)
+	if hourRows != hourIDs || dropped == 0 {
+		t.Errorf("compacted hour: %d rows, %d distinct events, %d redeliveries dropped", hourRows, hourIDs, dropped)
+	}
 	mustScan(t, db, fmt.Sprintf(`SELECT count(*) FROM read_parquet('%s/rejected/**/*.parquet', hive_partitioning=true) WHERE octet_length(raw) > 0 AND reason <> ''`, l.Root()), &rejected)
-	if n+rejected < int64(records) || rejected == 0 {
-		t.Errorf("raw %d + rejected %d rows, %d records archived", n, rejected, records)
+	if n+rejected+dropped < int64(records) || rejected == 0 {
+		t.Errorf("raw %d + rejected %d + raw_dropped %d rows, %d records archived", n, rejected, dropped, records)
 	}
 	var panes int64
 	var ws time.Time
