@@ -358,6 +358,15 @@ func paramValue(a arrow.Array) (any, error) {
 	case *array.Timestamp:
 		unit := a.DataType().(*arrow.TimestampType).Unit
 		return a.Value(0).ToTime(unit).UTC(), nil
+	case *array.Time64:
+		// arrow-go's database/sql driver sends a time.Time as a Time64
+		// holding its UnixNano (driver/utils.go); a true time of day is
+		// below one day.
+		v := int64(a.Value(0))
+		if unit := a.DataType().(*arrow.Time64Type).Unit; unit == arrow.Nanosecond && v >= int64(24*time.Hour) {
+			return time.Unix(0, v).UTC(), nil
+		}
+		return nil, fmt.Errorf("a time of day (%s) is not supported; cast a string", a.DataType())
 	case *array.Date32:
 		return a.Value(0).ToTime().UTC(), nil
 	case *array.Date64:
