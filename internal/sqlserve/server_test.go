@@ -176,8 +176,8 @@ func TestViews(t *testing.T) {
 
 	// Z-reports: latest version, every version, and as of between them.
 	for q, want := range map[string]string{
-		"SELECT string_agg(version::VARCHAR || ' ' || status, ',' ORDER BY version) FROM zreport_versions":                                              "1 incomplete,2 complete",
-		"SELECT string_agg(version::VARCHAR || ' ' || status, ',') FROM zreports":                                                                       "2 complete",
+		"SELECT string_agg(version::VARCHAR || ' ' || status, ',' ORDER BY version) FROM zreport_versions":                                             "1 incomplete,2 complete",
+		"SELECT string_agg(version::VARCHAR || ' ' || status, ',') FROM zreports":                                                                      "2 complete",
 		"SELECT string_agg(version::VARCHAR || ' ' || status, ',') FROM zreports_as_of(TIMESTAMP '" + t0.Add(3*time.Hour).Format(time.DateTime) + "')": "1 incomplete",
 		"SELECT count(*) FROM zreports_as_of(TIMESTAMP '" + t0.Add(time.Hour).Format(time.DateTime) + "')":                                             "0",
 	} {
