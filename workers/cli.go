@@ -38,6 +38,8 @@ var commands = []command{
 	{"zreport", "inspect Z-report entity workflows and the simulated OFD operator", runZReport},
 	{"config", "print the effective configuration or the list of overridable keys", runConfig},
 	{"verify", "check conservation and truth of a generator run against the topics and committed stream state", runVerify},
+	{"serve", "serve sql: the analysts' Arrow Flight SQL endpoint over the lake (runs bin/reckon-sql)", runServe},
+	{"sql", "run one SQL query on the lake's views and print it: table, csv, json or arrow (runs bin/reckon-sql)", runSQL},
 }
 
 // cmdContext is what a command receives.

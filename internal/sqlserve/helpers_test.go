@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -295,7 +296,7 @@ func recordStrings(rec arrow.RecordBatch) [][]string {
 			if col.IsNull(r) {
 				rows[r][c] = "NULL"
 			} else {
-				rows[r][c] = col.ValueStr(r)
+				rows[r][c] = strings.Clone(col.ValueStr(r)) // ValueStr may alias the batch's memory
 			}
 		}
 	}

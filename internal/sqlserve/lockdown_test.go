@@ -150,8 +150,8 @@ func TestBadQuery(t *testing.T) {
 // serves the next one.
 func TestQueryLimits(t *testing.T) {
 	tl := buildLake(t)
-	eng := openEngine(t, tl.root, func(o *Options) { o.QueryTimeout, o.MemoryLimit = 500*time.Millisecond, "64MB" })
-	c := newClient(t, startServer(t, eng, ServeOptions{}))
+	c := newClient(t, startServer(t, openEngine(t, tl.root, func(o *Options) { o.QueryTimeout = 500 * time.Millisecond }), ServeOptions{}))
+	small := newClient(t, startServer(t, openEngine(t, tl.root, func(o *Options) { o.MemoryLimit = "64MB" }), ServeOptions{}))
 	ctx := context.Background()
 
 	began := time.Now()
@@ -162,9 +162,13 @@ func TestQueryLimits(t *testing.T) {
 	if d := time.Since(began); d > 10*time.Second {
 		t.Errorf("the endless query ran %v, limit 500ms", d)
 	}
-	_, err = readAll(ctx, c, "SELECT list(i::VARCHAR || 'padding-padding-padding') FROM range(20000000) t(i)")
+	// A list aggregate cannot spill: past the limit it fails.
+	_, err = readAll(ctx, small, "SELECT list(i::VARCHAR || 'padding-padding-padding') FROM range(20000000) t(i)")
 	if code(err) != codes.ResourceExhausted {
 		t.Errorf("query past the memory limit: %v (code %v), want ResourceExhausted", err, code(err))
+	}
+	if n := mustRead(t, small, "SELECT count(*) FROM windows").rows[0][0]; n == "0" {
+		t.Error("after the memory limit: windows is empty")
 	}
 	if n := mustRead(t, c, "SELECT count(*) FROM windows").rows[0][0]; n == "0" {
 		t.Error("after the limits: windows is empty")
