@@ -1,0 +1,164 @@
+//go:build duckdb_arrow
+
+package sqlserve
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"reckon/lake"
+)
+
+// benchRows is the size of the benchmark lake: RECKON_BENCH_ROWS, default
+// 1,000,000 (`make bench` passes BENCH_ROWS).
+func benchRows() int {
+	if v, err := strconv.Atoi(os.Getenv("RECKON_BENCH_ROWS")); err == nil && v > 0 {
+		return v
+	}
+	return 1_000_000
+}
+
+// benchLake writes benchRows sensor events over 24 hours, 50 keys, one
+// file per hour (a compacted day), once per process; removed by
+// TestMain.
+var benchLake = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "reckon-sql-bench-")
+	if err != nil {
+		return "", err
+	}
+	l, err := lake.Open(lake.Options{Root: dir})
+	if err != nil {
+		return dir, err
+	}
+	n := benchRows()
+	rng := rand.New(rand.NewPCG(42, 1))
+	off := int64(0)
+	for h := 0; h < 24; h++ {
+		per := n / 24
+		if h < n%24 {
+			per++
+		}
+		rows := make([]lake.RawRow, per)
+		base := t0.Add(time.Duration(h) * time.Hour).UnixMicro()
+		for i := range rows {
+			occ := base + int64(i)*3_600_000_000/int64(per)
+			k := rng.IntN(50)
+			v := float64(rng.IntN(4000))/100 - 5
+			key := fmt.Sprintf("sensor-%02d", k)
+			rows[i] = lake.RawRow{
+				EventID:   fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", rng.Uint32(), rng.IntN(1<<16), rng.IntN(1<<12), rng.IntN(1<<12), rng.Int64N(1<<48)),
+				EventType: "sensor.suhu.terbaca", OccurredAt: occ, IngestedAt: occ + 150_000, Key: key, Value: v,
+				Data:        `{"id_perangkat":"` + key + `","lantai":` + strconv.Itoa(1+k%10) + `,"suhu_c":` + strconv.FormatFloat(v, 'f', -1, 64) + `}`,
+				KafkaOffset: off + int64(i),
+			}
+		}
+		if _, err := l.WriteRaw(context.Background(), testTopic, 0, off, off+int64(per)-1, rows); err != nil {
+			return dir, err
+		}
+		off += int64(per)
+	}
+	return dir, nil
+})
+
+var benchBuilt bool
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchBuilt {
+		if dir, _ := benchLake(); dir != "" {
+			os.RemoveAll(dir)
+		}
+	}
+	os.Exit(code)
+}
+
+// hourlyQuery is the hourly count/sum/min/max per key over the
+// deduplicated events, the query BenchmarkHourly (lake/interop) times.
+const hourlyQuery = `SELECT key, time_bucket(INTERVAL 1 HOUR, occurred_at) AS h, count(*), sum(value), min(value), max(value)
+FROM events GROUP BY ALL ORDER BY key, h`
+
+// BenchmarkFlightSQL times, on the same files in the same run, each query
+// in DuckDB in process (the engine's Arrow reader, no network) and through
+// the Flight SQL endpoint on loopback with arrow-go's client receiving
+// every batch: the difference is what the endpoint adds.
+func BenchmarkFlightSQL(b *testing.B) {
+	benchBuilt = true
+	root, err := benchLake()
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := benchRows()
+	eng := openEngine(b, root, func(o *Options) { o.Threads, o.MemoryLimit = 0, "4GB" })
+	c := newClient(b, startServer(b, eng, ServeOptions{}))
+	ctx := context.Background()
+	for _, q := range []struct {
+		name, sql string
+		rows      int // result rows
+	}{
+		{"hourly", hourlyQuery, 24 * 50},
+		{"events", "SELECT * FROM events", n},
+	} {
+		b.Run(q.name+"/duckdb", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				rdr, err := eng.Query(ctx, q.sql)
+				if err != nil {
+					b.Fatal(err)
+				}
+				got := countRows(rdr)
+				err = rdr.Err()
+				rdr.Release()
+				if err != nil || got != q.rows {
+					b.Fatalf("%d rows, %v; want %d", got, err, q.rows)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+		b.Run(q.name+"/flightsql", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				info, err := c.Execute(ctx, q.sql)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rdr, err := c.DoGet(ctx, info.Endpoint[0].Ticket)
+				if err != nil {
+					b.Fatal(err)
+				}
+				got, bytes := 0, int64(0)
+				for rdr.Next() {
+					rec := rdr.RecordBatch()
+					got += int(rec.NumRows())
+					for _, col := range rec.Columns() {
+						for _, buf := range col.Data().Buffers() {
+							if buf != nil {
+								bytes += int64(buf.Len())
+							}
+						}
+					}
+				}
+				err = rdr.Err()
+				rdr.Release()
+				if err != nil || got != q.rows {
+					b.Fatalf("%d rows, %v; want %d", got, err, q.rows)
+				}
+				b.SetBytes(bytes)
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+func countRows(rdr array.RecordReader) int {
+	n := 0
+	for rdr.Next() {
+		n += int(rdr.RecordBatch().NumRows())
+	}
+	return n
+}
