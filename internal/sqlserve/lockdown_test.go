@@ -217,8 +217,9 @@ func TestAuth(t *testing.T) {
 
 // TestTLS: a TLS endpoint answers a client trusting its CA and not a
 // plaintext one; with client_ca_file a client without a certificate is
-// refused and one with a certificate served (mutual TLS). The client side
-// is config.TLSConfig, as for the other endpoints.
+// refused and one with a certificate served (mutual TLS). The server side
+// is config.ServerTLS (sql.tls.*); the client side config.TLSConfig, as for
+// the other endpoints.
 func TestTLS(t *testing.T) {
 	tl := buildLake(t)
 	eng := openEngine(t, tl.root)
@@ -245,7 +246,14 @@ func TestTLS(t *testing.T) {
 	trusting := config.TLSConfig{Enabled: true, CAFile: pki.CAFile}
 	withCert := config.TLSConfig{Enabled: true, CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey}
 
-	tlsAddr := startServer(t, eng, ServeOptions{TLS: &tls.Config{Certificates: []tls.Certificate{pki.Server}, MinVersion: tls.VersionTLS12}})
+	serverTLS := func(st config.ServerTLS) *tls.Config {
+		c, err := st.ServerConfig("sql.tls")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	tlsAddr := startServer(t, eng, ServeOptions{TLS: serverTLS(config.ServerTLS{Enabled: true, CertFile: pki.ServerCert, KeyFile: pki.ServerKey})})
 	if err := dial(tlsAddr, trusting); err != nil {
 		t.Errorf("TLS: %v", err)
 	}
@@ -256,8 +264,7 @@ func TestTLS(t *testing.T) {
 		t.Error("TLS endpoint trusted without its CA")
 	}
 
-	mtlsAddr := startServer(t, eng, ServeOptions{TLS: &tls.Config{Certificates: []tls.Certificate{pki.Server}, MinVersion: tls.VersionTLS12,
-		ClientCAs: pki.Pool, ClientAuth: tls.RequireAndVerifyClientCert}})
+	mtlsAddr := startServer(t, eng, ServeOptions{TLS: serverTLS(config.ServerTLS{Enabled: true, CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CAFile})})
 	if err := dial(mtlsAddr, withCert); err != nil {
 		t.Errorf("mTLS with a client certificate: %v", err)
 	}
