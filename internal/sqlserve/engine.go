@@ -29,6 +29,7 @@ type Engine struct {
 	spill     string // private temporary directory for spilling
 	connector *duckdb.Connector
 	db        *sql.DB // setup and metadata; results are small
+	version   string  // DuckDB's version()
 
 	mu      sync.Mutex      // protects present (and serialises view re-creation)
 	present map[string]bool // base table directories holding a file
@@ -83,6 +84,9 @@ func (e *Engine) setup(ctx context.Context) error {
 		if _, err := e.db.ExecContext(ctx, s); err != nil {
 			return fmt.Errorf("sqlserve: %s: %w", s, err)
 		}
+	}
+	if err := e.db.QueryRowContext(ctx, "SELECT version()").Scan(&e.version); err != nil {
+		return fmt.Errorf("sqlserve: version: %w", err)
 	}
 	if err := e.refresh(ctx, true); err != nil {
 		return err

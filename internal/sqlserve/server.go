@@ -76,7 +76,7 @@ func NewServer(eng *Engine, log *slog.Logger) (*Server, error) {
 	s.Alloc = memory.DefaultAllocator
 	for id, v := range map[flightsql.SqlInfo]any{
 		flightsql.SqlInfoFlightSqlServerName:             "reckon",
-		flightsql.SqlInfoFlightSqlServerVersion:          "duckdb " + duckdbVersion(eng),
+		flightsql.SqlInfoFlightSqlServerVersion:          "duckdb " + eng.version,
 		flightsql.SqlInfoFlightSqlServerArrowVersion:     "arrow-go v18",
 		flightsql.SqlInfoFlightSqlServerReadOnly:         true,
 		flightsql.SqlInfoFlightSqlServerSql:              true,
@@ -96,14 +96,6 @@ func NewServer(eng *Engine, log *slog.Logger) (*Server, error) {
 		}
 	}
 	return s, nil
-}
-
-func duckdbVersion(e *Engine) string {
-	var v string
-	if err := e.db.QueryRow("SELECT version()").Scan(&v); err != nil {
-		return "unknown"
-	}
-	return v
 }
 
 // Serve runs the Flight SQL server of eng until ctx is done, then stops
@@ -591,4 +583,42 @@ func (s *Server) GetFlightInfoTableTypes(_ context.Context, desc *flight.FlightD
 func (s *Server) DoGetTableTypes(context.Context) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	bt, v := "BASE TABLE", "VIEW"
 	return oneBatch(s.stringRecord(schema_ref.TableTypes, [][]*string{{&bt}, {&v}}, nil))
+}
+
+// emptyAnswer is a result of sc without rows: the views have no keys, and
+// a table browser asking for them gets an empty list rather than an error.
+func (s *Server) emptyAnswer(sc *arrow.Schema) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	b := array.NewRecordBuilder(s.Alloc, sc)
+	defer b.Release()
+	return oneBatch(b.NewRecordBatch())
+}
+
+// GetFlightInfoPrimaryKeys implements flightsql.Server.
+func (s *Server) GetFlightInfoPrimaryKeys(_ context.Context, _ flightsql.TableRef, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return s.info(desc, schema_ref.PrimaryKeys), nil
+}
+
+// DoGetPrimaryKeys answers none: views have no primary keys.
+func (s *Server) DoGetPrimaryKeys(context.Context, flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return s.emptyAnswer(schema_ref.PrimaryKeys)
+}
+
+// GetFlightInfoImportedKeys implements flightsql.Server.
+func (s *Server) GetFlightInfoImportedKeys(_ context.Context, _ flightsql.TableRef, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return s.info(desc, schema_ref.ImportedExportedKeysAndCrossReference), nil
+}
+
+// DoGetImportedKeys answers none: views have no foreign keys.
+func (s *Server) DoGetImportedKeys(context.Context, flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return s.emptyAnswer(schema_ref.ImportedExportedKeysAndCrossReference)
+}
+
+// GetFlightInfoExportedKeys implements flightsql.Server.
+func (s *Server) GetFlightInfoExportedKeys(_ context.Context, _ flightsql.TableRef, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return s.info(desc, schema_ref.ImportedExportedKeysAndCrossReference), nil
+}
+
+// DoGetExportedKeys answers none: views have no foreign keys.
+func (s *Server) DoGetExportedKeys(context.Context, flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+	return s.emptyAnswer(schema_ref.ImportedExportedKeysAndCrossReference)
 }
