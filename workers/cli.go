@@ -113,9 +113,12 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	cx.fs.StringVar(&cx.configPath, "config", "", "configuration file (default: embedded deploy/reckon.yaml; env RECKON_CONFIG)")
 	cx.fs.Var(&cx.sets, "set", "override a config key, key=value (repeatable; see `reckon config keys`)")
 	err := cmd.run(ctx, cx)
+	var child childExit
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &child):
+		return child.code
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):

@@ -32,6 +32,12 @@ func runSQL(ctx context.Context, cx *cmdContext) error {
 	return execSQL(ctx, cx, append([]string{"sql"}, cx.args...))
 }
 
+// childExit is reckon-sql's failure: it has printed why; reckon exits
+// with its status and says nothing more.
+type childExit struct{ code int }
+
+func (e childExit) Error() string { return fmt.Sprintf("%s exited with status %d", sqlBinary, e.code) }
+
 // findSQLBinary returns reckon-sql next to this executable, else on PATH.
 func findSQLBinary() (string, error) {
 	if self, err := os.Executable(); err == nil {
@@ -60,7 +66,7 @@ func execSQL(ctx context.Context, cx *cmdContext, args []string) error {
 	err = cmd.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ctx.Err() == nil {
-		return fmt.Errorf("%s exited with status %d", sqlBinary, ee.ExitCode())
+		return childExit{code: ee.ExitCode()}
 	}
 	if ctx.Err() != nil {
 		return nil // stopped by a signal, as asked
