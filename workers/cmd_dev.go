@@ -140,12 +140,11 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		skip["generate"] = true
 	}
 	// The SQL endpoint runs when its binary was built (make build).
-	sqlBin := filepath.Join(filepath.Dir(self), sqlBinary)
-	if _, err := os.Stat(sqlBin); err == nil && !cfg.Lake.IsS3() {
+	if sqlBin, err := findSQLBinary(); err == nil && !cfg.Lake.IsS3() {
 		procs["sql"] = mk("sql", sqlBin, append([]string{"serve"}, common...)...)
 	} else if !skip["sql"] {
 		skip["sql"] = true
-		fmt.Fprintf(cx.stdout, "reckon dev: no SQL endpoint: %s is missing (make build), or the lake is on S3 (docs/adr/0017-sql-endpoint.md)\n", sqlBin)
+		fmt.Fprintf(cx.stdout, "reckon dev: no SQL endpoint: %s is not next to reckon nor on PATH (make build), or the lake is on S3 (docs/adr/0017-sql-endpoint.md)\n", sqlBinary)
 	}
 
 	say := func(format string, a ...any) {
