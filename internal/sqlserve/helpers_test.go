@@ -62,6 +62,8 @@ func buildLake(t testing.TB) *testLake {
 	}
 	tl := &testLake{l: l, root: root}
 	rng := rand.New(rand.NewPCG(7, 7))
+	var p0Next int64       // next offset of partition 0
+	var late []lake.RawRow // partition 1 events redelivered later into partition 0
 	for p := int32(0); p < 2; p++ {
 		var rows []lake.RawRow
 		for i := 0; i < 600; i++ {
@@ -80,12 +82,27 @@ func buildLake(t testing.TB) *testLake {
 				d.KafkaOffset, d.IngestedAt = int64(len(rows)), r.IngestedAt+5_000_000
 				rows = append(rows, d)
 			}
+			if p == 1 && i%60 == 7 { // redelivered later through partition 0, whose files sort first
+				d := r
+				d.KafkaPartition, d.IngestedAt = 0, r.IngestedAt+9_000_000
+				late = append(late, d)
+			}
 		}
 		tl.rawRows += len(rows)
 		if _, err := l.WriteRaw(ctx, testTopic, p, 0, int64(len(rows)-1), rows); err != nil {
 			t.Fatal(err)
 		}
+		if p == 0 {
+			p0Next = int64(len(rows))
+		}
 	}
+	for i := range late {
+		late[i].KafkaOffset = p0Next + int64(i)
+	}
+	if _, err := l.WriteRaw(ctx, testTopic, 0, p0Next, p0Next+int64(len(late))-1, late); err != nil {
+		t.Fatal(err)
+	}
+	tl.rawRows += len(late)
 	aggs, _, err := l.Aggregate(ctx, lake.Query{Topic: testTopic, From: t0, To: t0.Add(3 * time.Hour)}, time.Hour)
 	if err != nil {
 		t.Fatal(err)

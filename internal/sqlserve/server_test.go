@@ -90,6 +90,11 @@ func TestViews(t *testing.T) {
 	if n := count("SELECT count(*) FROM events"); n != tl.events || tl.events == tl.rawRows {
 		t.Errorf("events: %d rows, want %d distinct of %d archived", n, tl.events, tl.rawRows)
 	}
+	// Of a redelivered event's copies, events keeps the first archived.
+	if n := count(`SELECT count(*) FROM events e JOIN raw r USING (topic, event_id)
+	    WHERE (r.ingested_at, r.kafka_partition, r.kafka_offset) < (e.ingested_at, e.kafka_partition, e.kafka_offset)`); n != 0 {
+		t.Errorf("events keeps a later copy for %d events", n)
+	}
 	if n := count("SELECT count(*) FROM panes"); n != len(tl.truth)+1 {
 		t.Errorf("panes: %d rows, want %d (every window once, one twice)", n, len(tl.truth)+1)
 	}

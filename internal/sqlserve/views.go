@@ -89,8 +89,12 @@ func (b baseTable) sql(root string, present bool) string {
 // "true" for the current views.
 
 // eventsSQL keeps one row per (topic, event_id): the lake holds a
-// redelivered event once per delivery, with the same bytes.
-const eventsSQL = `SELECT DISTINCT ON (topic, event_id) * FROM raw`
+// redelivered event once per delivery, with the same bytes; the copy kept
+// is the first archived (earliest ingested_at, then partition and
+// offset), so the answer does not change between runs. (DISTINCT ON
+// without an order is about as fast for SELECT * but picks any copy.)
+const eventsSQL = `SELECT * FROM raw
+QUALIFY row_number() OVER (PARTITION BY topic, event_id ORDER BY ingested_at, kafka_partition, kafka_offset) = 1`
 
 // windowsSQL is every window's latest version (highest version, ties to
 // the latest emitted_at, docs/adr/0008-batch-truth.md) with its status:
