@@ -622,3 +622,10 @@ func (s *Server) GetFlightInfoExportedKeys(_ context.Context, _ flightsql.TableR
 func (s *Server) DoGetExportedKeys(context.Context, flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	return s.emptyAnswer(schema_ref.ImportedExportedKeysAndCrossReference)
 }
+
+// CloseSession succeeds: the endpoint keeps no session state but prepared
+// statements, which their clients close (recent JDBC drivers call this
+// when a connection closes).
+func (s *Server) CloseSession(context.Context, *flight.CloseSessionRequest) (*flight.CloseSessionResult, error) {
+	return &flight.CloseSessionResult{Status: flight.CloseSessionResultClosed}, nil
+}

@@ -294,6 +294,9 @@ func TestMetadata(t *testing.T) {
 	if fk := read(c.GetImportedKeys(ctx, flightsql.TableRef{Table: "windows"})); len(fk.rows) != 0 {
 		t.Errorf("GetImportedKeys: %v", fk.rows)
 	}
+	if res, err := c.CloseSession(ctx, &flight.CloseSessionRequest{}); err != nil || res.GetStatus() != flight.CloseSessionResultClosed {
+		t.Errorf("CloseSession: %v, %v", res, err)
+	}
 	si := read(c.GetSqlInfo(ctx, []flightsql.SqlInfo{flightsql.SqlInfoFlightSqlServerName, flightsql.SqlInfoFlightSqlServerReadOnly}))
 	got := map[string]string{}
 	for _, r := range si.rows {
