@@ -181,14 +181,14 @@ func (s *Server) run(ctx context.Context, query string, args []any) (*arrow.Sche
 		defer close(ch)
 		defer rdr.Release()
 		for rdr.Next() {
-			rec := rdr.RecordBatch()
-			rec.Retain()
-			select {
-			case ch <- flight.StreamChunk{Data: rec}:
-			case <-qctx.Done():
-				rec.Release()
-				s.sendErr(ctx, ch, query, classify(qctx, qctx.Err()))
-				return
+			for _, rec := range splitBatch(rdr.RecordBatch(), maxBatchBytes) {
+				select {
+				case ch <- flight.StreamChunk{Data: rec}:
+				case <-qctx.Done():
+					rec.Release()
+					s.sendErr(ctx, ch, query, classify(qctx, qctx.Err()))
+					return
+				}
 			}
 		}
 		if err := rdr.Err(); err != nil {
@@ -196,6 +196,47 @@ func (s *Server) run(ctx context.Context, query string, args []any) (*arrow.Sche
 		}
 	}()
 	return rdr.Schema(), ch, nil
+}
+
+// maxBatchBytes bounds one batch sent: gRPC clients refuse messages over
+// 4 MiB unless configured otherwise, and DuckDB's 2,048-row chunks of wide
+// rows can be larger.
+const maxBatchBytes = 2 << 20
+
+// splitBatch returns rec as zero-copy slices of at most about limit bytes
+// each (one row may be more), each retained for the caller; limit is in
+// bytes.
+func splitBatch(rec arrow.RecordBatch, limit int64) []arrow.RecordBatch {
+	var size int64
+	for _, col := range rec.Columns() {
+		size += arrayBytes(col.Data())
+	}
+	rows := rec.NumRows()
+	if size <= limit || rows <= 1 {
+		rec.Retain()
+		return []arrow.RecordBatch{rec}
+	}
+	parts := (size + limit - 1) / limit
+	step := max(1, (rows+parts-1)/parts)
+	out := make([]arrow.RecordBatch, 0, parts)
+	for lo := int64(0); lo < rows; lo += step {
+		out = append(out, rec.NewSlice(lo, min(lo+step, rows)))
+	}
+	return out
+}
+
+// arrayBytes is the size of an array's buffers, children included.
+func arrayBytes(d arrow.ArrayData) int64 {
+	var n int64
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		n += arrayBytes(c)
+	}
+	return n
 }
 
 // sendErr ends a stream with err, unless the client has gone.
