@@ -47,6 +47,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return nil, fmt.Errorf("sqlserve: lake root: %w", err)
 	}
 	root = strings.TrimRight(filepath.ToSlash(root), "/")
+	if root == "" {
+		return nil, errors.New("sqlserve: lake root: / would let queries read every file")
+	}
 	spill, err := os.MkdirTemp("", "reckon-sql-spill-")
 	if err != nil {
 		return nil, fmt.Errorf("sqlserve: spill directory: %w", err)
