@@ -33,7 +33,7 @@ func oneBatch(rec arrow.RecordBatch) (*arrow.Schema, <-chan flight.StreamChunk, 
 	return rec.Schema(), ch, nil
 }
 
-// strings builds a record of sc's string columns (binary for the last
+// stringRecord builds a record of sc's string columns (binary for the last
 // column when bin is not nil) from rows.
 func (s *Server) stringRecord(sc *arrow.Schema, rows [][]*string, bin [][]byte) arrow.RecordBatch {
 	b := array.NewRecordBuilder(s.Alloc, sc)
