@@ -178,11 +178,14 @@ func (s *Server) run(ctx context.Context, query string, args []any) (*arrow.Sche
 		defer close(ch)
 		defer rdr.Release()
 		for rdr.Next() {
-			for _, rec := range splitBatch(rdr.RecordBatch(), maxBatchBytes) {
+			parts := splitBatch(rdr.RecordBatch(), maxBatchBytes)
+			for i, rec := range parts {
 				select {
 				case ch <- flight.StreamChunk{Data: rec}:
 				case <-qctx.Done():
-					rec.Release()
+					for _, r := range parts[i:] {
+						r.Release()
+					}
 					s.sendErr(ctx, ch, query, classify(qctx, qctx.Err()))
 					return
 				}
