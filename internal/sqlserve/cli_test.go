@@ -61,6 +61,13 @@ func TestOneShot(t *testing.T) {
 	}
 	r.Release()
 
+	var empty bytes.Buffer
+	code = Main(context.Background(), []string{"sql", "--format", "csv", "--set", "lake.root=" + tl.root, "SELECT key, version FROM windows WHERE false"},
+		strings.NewReader(""), &empty, io.Discard, nil)
+	if code != 0 || empty.String() != "key,version\n" {
+		t.Errorf("csv of an empty result: exit %d, %q; want the header", code, empty.String())
+	}
+
 	var errb bytes.Buffer
 	code = Main(context.Background(), []string{"sql", "--set", "lake.root=" + tl.root, "COPY windows TO '" + tl.root + "/w.csv'"}, strings.NewReader(""), io.Discard, &errb, nil)
 	if code != 1 || !strings.Contains(errb.String(), "read-only SELECT") {

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // Formats are the output formats of `reckon sql`.
@@ -50,6 +51,16 @@ func WriteResult(w io.Writer, format string, rdr array.RecordReader) (int64, err
 		}
 		if err := rdr.Err(); err != nil {
 			return n, err
+		}
+		if n == 0 { // the header, for an empty result too
+			b := array.NewRecordBuilder(memory.DefaultAllocator, rdr.Schema())
+			rec := b.NewRecordBatch()
+			err := cw.Write(rec)
+			rec.Release()
+			b.Release()
+			if err != nil {
+				return 0, err
+			}
 		}
 		cw.Flush()
 		return n, cw.Error()
