@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -243,40 +244,15 @@ func (e *Engine) Schema(ctx context.Context, query string, nparams int) (*arrow.
 // ErrNotReadOnly refuses a statement that is not one read-only SELECT.
 var ErrNotReadOnly = errors.New("sqlserve: only one read-only SELECT statement per query is allowed")
 
-// checkReadOnly lets through exactly one SELECT statement. DuckDB's
-// parser decides: json_serialize_sql serializes SELECT statements only,
-// and counts them, without running anything; the prepared statement's
-// type is checked again (preparing one statement runs nothing).
+// checkReadOnly lets through exactly one SELECT statement, or EXPLAIN
+// [ANALYZE] of one. DuckDB's parser decides: json_serialize_sql
+// serializes SELECT statements only, and counts them, without running
+// anything; the prepared statement's type is checked again (preparing one
+// statement runs nothing).
 func checkReadOnly(ctx context.Context, conn *duckdb.Conn, query string) (nparams int, err error) {
-	rows, err := conn.QueryContext(ctx, `SELECT coalesce((j->>'error')::BOOLEAN, true), coalesce(j->>'error_type', ''),
-	        coalesce(j->>'error_message', ''), coalesce(j->>'position', ''), coalesce(json_array_length(j->'statements'), 0)::BIGINT
-	        FROM (SELECT json_serialize_sql(?::VARCHAR) AS j)`,
-		[]driver.NamedValue{{Ordinal: 1, Value: query}})
-	if err != nil {
-		return 0, fmt.Errorf("sqlserve: check query: %w", err)
-	}
-	vals := make([]driver.Value, 5)
-	err = rows.Next(vals)
-	rows.Close()
-	if err != nil {
-		return 0, fmt.Errorf("sqlserve: check query: %w", err)
-	}
-	failed, _ := vals[0].(bool)
-	typ, _ := vals[1].(string)
-	msg, _ := vals[2].(string)
-	pos, _ := vals[3].(string)
-	n, _ := vals[4].(int64)
-	switch {
-	case failed && typ == "not implemented":
-		return 0, ErrNotReadOnly
-	case failed:
-		// A syntax error: DuckDB's message, with its position.
-		if pos != "" {
-			msg += " (at character " + pos + ")"
-		}
-		return 0, &QueryError{Kind: KindInvalid, Err: fmt.Errorf("%s error: %s", typ, msg)}
-	case n != 1:
-		return 0, fmt.Errorf("%w (this query holds %d)", ErrNotReadOnly, n)
+	body, explain := explained(query)
+	if err := checkSelects(ctx, conn, body); err != nil {
+		return 0, err
 	}
 	st, err := conn.PrepareContext(ctx, query)
 	if err != nil {
@@ -287,10 +263,72 @@ func checkReadOnly(ctx context.Context, conn *duckdb.Conn, query string) (nparam
 	if err != nil {
 		return 0, fmt.Errorf("sqlserve: check query: %w", err)
 	}
-	if stype != duckdb.STATEMENT_TYPE_SELECT {
+	want := duckdb.STATEMENT_TYPE_SELECT
+	if explain {
+		want = duckdb.STATEMENT_TYPE_EXPLAIN
+	}
+	if stype != want {
 		return 0, ErrNotReadOnly
 	}
 	return st.NumInput(), nil
+}
+
+// explained returns the statement EXPLAIN [ANALYZE] applies to, and
+// whether query is one.
+func explained(query string) (string, bool) {
+	rest, ok := cutWord(strings.TrimSpace(query), "EXPLAIN")
+	if !ok {
+		return query, false
+	}
+	if r, ok := cutWord(rest, "ANALYZE"); ok {
+		rest = r
+	}
+	return rest, true
+}
+
+// cutWord cuts the keyword w (any case) and the space after it from the
+// start of s.
+func cutWord(s, w string) (string, bool) {
+	if len(s) <= len(w) || !strings.EqualFold(s[:len(w)], w) || !unicode.IsSpace(rune(s[len(w)])) {
+		return s, false
+	}
+	return strings.TrimSpace(s[len(w):]), true
+}
+
+// checkSelects reports whether query is exactly one SELECT statement,
+// by DuckDB's json_serialize_sql; a syntax error comes back as DuckDB
+// reports it, with its position.
+func checkSelects(ctx context.Context, conn *duckdb.Conn, query string) error {
+	rows, err := conn.QueryContext(ctx, `SELECT coalesce((j->>'error')::BOOLEAN, true), coalesce(j->>'error_type', ''),
+	        coalesce(j->>'error_message', ''), coalesce(j->>'position', ''), coalesce(json_array_length(j->'statements'), 0)::BIGINT
+	        FROM (SELECT json_serialize_sql(?::VARCHAR) AS j)`,
+		[]driver.NamedValue{{Ordinal: 1, Value: query}})
+	if err != nil {
+		return fmt.Errorf("sqlserve: check query: %w", err)
+	}
+	vals := make([]driver.Value, 5)
+	err = rows.Next(vals)
+	rows.Close()
+	if err != nil {
+		return fmt.Errorf("sqlserve: check query: %w", err)
+	}
+	failed, _ := vals[0].(bool)
+	typ, _ := vals[1].(string)
+	msg, _ := vals[2].(string)
+	pos, _ := vals[3].(string)
+	n, _ := vals[4].(int64)
+	switch {
+	case failed && typ == "not implemented":
+		return ErrNotReadOnly
+	case failed:
+		if pos != "" {
+			msg += " (at character " + pos + ")"
+		}
+		return &QueryError{Kind: KindInvalid, Err: fmt.Errorf("%s error: %s", typ, msg)}
+	case n != 1:
+		return fmt.Errorf("%w (this query holds %d)", ErrNotReadOnly, n)
+	}
+	return nil
 }
 
 // connReader closes the query's connection with the reader, and turns a

@@ -91,6 +91,10 @@ func TestLockDown(t *testing.T) {
 		{"a pragma", "PRAGMA enable_profiling", nil},
 		{"call a procedure", "CALL pragma_version()", nil},
 		{"checkpoint", "CHECKPOINT", nil},
+		{"explain a write", "EXPLAIN COPY (SELECT 1) TO '" + lakeFile("e.csv") + "'", nil},
+		{"explain analyze a write", "EXPLAIN ANALYZE COPY (SELECT 1) TO '" + lakeFile("e.csv") + "'", nil},
+		{"hide a write behind an explain", "EXPLAIN SELECT 1; DROP VIEW windows", nil},
+		{"explain twice", "EXPLAIN EXPLAIN SELECT 1", nil},
 	} {
 		want := tc.codes
 		if want == nil {
@@ -112,7 +116,7 @@ func TestLockDown(t *testing.T) {
 	}
 
 	// Nothing was written, the settings hold, the views are intact.
-	for _, f := range []string{"x.csv", "y.csv", "w.parquet", "export", "x.duckdb"} {
+	for _, f := range []string{"x.csv", "y.csv", "e.csv", "w.parquet", "export", "x.duckdb"} {
 		if _, err := os.Stat(lakeFile(f)); err == nil {
 			t.Errorf("%s was written into the lake", f)
 		}

@@ -95,6 +95,12 @@ func TestViews(t *testing.T) {
 	    WHERE (r.ingested_at, r.kafka_partition, r.kafka_offset) < (e.ingested_at, e.kafka_partition, e.kafka_offset)`); n != 0 {
 		t.Errorf("events keeps a later copy for %d events", n)
 	}
+	// EXPLAIN [ANALYZE] of a SELECT is read-only too.
+	for _, q := range []string{"EXPLAIN SELECT * FROM windows", "explain analyze SELECT count(*) FROM events"} {
+		if tab := mustRead(t, c, q); len(tab.rows) == 0 {
+			t.Errorf("%s: no plan", q)
+		}
+	}
 	if n := count("SELECT count(*) FROM panes"); n != len(tl.truth)+1 {
 		t.Errorf("panes: %d rows, want %d (every window once, one twice)", n, len(tl.truth)+1)
 	}
