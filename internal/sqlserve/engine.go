@@ -184,11 +184,12 @@ func firstLine(s string) string {
 }
 
 // Query runs one read-only SELECT (DESCRIBE, SHOW, SUMMARIZE and FROM-first
-// queries are SELECTs) with args bound to its parameters and returns the
-// result as Arrow record batches straight from DuckDB. Anything else —
-// several statements, COPY, ATTACH, SET, INSTALL/LOAD, CREATE, PRAGMA —
-// is refused with ErrNotReadOnly before it runs. ctx bounds the query;
-// the caller must Release the reader, which closes its connection.
+// queries are SELECTs), or EXPLAIN [ANALYZE] of one, with args bound to
+// its parameters, and returns the result as Arrow record batches straight
+// from DuckDB. Anything else — several statements, COPY, ATTACH, SET,
+// INSTALL/LOAD, CREATE, PRAGMA — is refused with ErrNotReadOnly before it
+// runs. ctx bounds the query; the caller must Release the reader, which
+// closes its connection.
 func (e *Engine) Query(ctx context.Context, query string, args ...any) (array.RecordReader, error) {
 	if err := e.refresh(ctx, false); err != nil {
 		return nil, err
