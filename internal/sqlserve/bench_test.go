@@ -88,14 +88,18 @@ FROM events GROUP BY ALL ORDER BY key, h`
 // BenchmarkFlightSQL times, on the same files in the same run, each query
 // in DuckDB in process (the engine's Arrow reader, no network) and through
 // the Flight SQL endpoint on loopback with arrow-go's client receiving
-// every batch: the difference is what the endpoint adds.
+// every batch: the difference is what the endpoint adds. The two run
+// back to back in each iteration, in alternating order across runs, so
+// both see the same machine load (this machine is shared and noisy).
+// Metrics: duckdb-s and flightsql-s per query, rows/s through Flight SQL
+// and duckdb-rows/s in process (input rows), arrow-MB/s received.
 func BenchmarkFlightSQL(b *testing.B) {
 	benchBuilt = true
 	root, err := benchLake()
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := benchRows()
+	n := float64(benchRows())
 	eng := openEngine(b, root, func(o *Options) { o.Threads, o.MemoryLimit = 0, "4GB" })
 	c := newClient(b, startServer(b, eng, ServeOptions{}))
 	ctx := context.Background()
@@ -107,61 +111,77 @@ func BenchmarkFlightSQL(b *testing.B) {
 		countRows(rdr)
 		rdr.Release()
 	}
+	inProcess := func(q string, want int) {
+		rdr, err := eng.Query(ctx, q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := countRows(rdr)
+		err = rdr.Err()
+		rdr.Release()
+		if err != nil || got != want {
+			b.Fatalf("in process: %d rows, %v; want %d", got, err, want)
+		}
+	}
+	throughFlight := func(q string, want int) (bytes int64) {
+		info, err := c.Execute(ctx, q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rdr, err := c.DoGet(ctx, info.Endpoint[0].Ticket)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		for rdr.Next() {
+			rec := rdr.RecordBatch()
+			got += int(rec.NumRows())
+			for _, col := range rec.Columns() {
+				bytes += arrayBytes(col.Data())
+			}
+		}
+		err = rdr.Err()
+		rdr.Release()
+		if err != nil || got != want {
+			b.Fatalf("through Flight SQL: %d rows, %v; want %d", got, err, want)
+		}
+		return bytes
+	}
 	for _, q := range []struct {
 		name, sql string
 		rows      int // result rows
 	}{
 		{"hourly", hourlyQuery, 24 * 50},
-		{"events", "SELECT * FROM events", n},
+		{"events", "SELECT * FROM events", int(n)},
 	} {
-		b.Run(q.name+"/duckdb", func(b *testing.B) {
+		b.Run(q.name, func(b *testing.B) {
+			var local, remote time.Duration
+			var bytes int64
 			for i := 0; i < b.N; i++ {
-				rdr, err := eng.Query(ctx, q.sql)
-				if err != nil {
-					b.Fatal(err)
-				}
-				got := countRows(rdr)
-				err = rdr.Err()
-				rdr.Release()
-				if err != nil || got != q.rows {
-					b.Fatalf("%d rows, %v; want %d", got, err, q.rows)
-				}
-			}
-			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-		})
-		b.Run(q.name+"/flightsql", func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				info, err := c.Execute(ctx, q.sql)
-				if err != nil {
-					b.Fatal(err)
-				}
-				rdr, err := c.DoGet(ctx, info.Endpoint[0].Ticket)
-				if err != nil {
-					b.Fatal(err)
-				}
-				got, bytes := 0, int64(0)
-				for rdr.Next() {
-					rec := rdr.RecordBatch()
-					got += int(rec.NumRows())
-					for _, col := range rec.Columns() {
-						for _, buf := range col.Data().Buffers() {
-							if buf != nil {
-								bytes += int64(buf.Len())
-							}
-						}
+				benchFlip = !benchFlip
+				for _, flightFirst := range []bool{benchFlip, !benchFlip} {
+					began := time.Now()
+					if flightFirst {
+						bytes += throughFlight(q.sql, q.rows)
+						remote += time.Since(began)
+					} else {
+						inProcess(q.sql, q.rows)
+						local += time.Since(began)
 					}
 				}
-				err = rdr.Err()
-				rdr.Release()
-				if err != nil || got != q.rows {
-					b.Fatalf("%d rows, %v; want %d", got, err, q.rows)
-				}
-				b.SetBytes(bytes)
 			}
-			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			runs := float64(b.N)
+			b.ReportMetric(local.Seconds()/runs, "duckdb-s")
+			b.ReportMetric(remote.Seconds()/runs, "flightsql-s")
+			b.ReportMetric(n*runs/remote.Seconds(), "rows/s")
+			b.ReportMetric(n*runs/local.Seconds(), "duckdb-rows/s")
+			b.ReportMetric(float64(bytes)/1e6/remote.Seconds(), "arrow-MB/s")
 		})
 	}
 }
+
+// benchFlip alternates which contender runs first, run after run.
+var benchFlip bool
 
 func countRows(rdr array.RecordReader) int {
 	n := 0
