@@ -72,7 +72,7 @@ dev: build temporal
 # gives a range where a run is cheap. A failing benchmark does not stop the
 # suite: it shows in the report as "did not run", and the render step fails.
 # A quick trial of the pipeline:
-#   make bench BENCH_N=10000 BENCH_COUNT=1 BENCH_STREAM_COUNT=1 BENCH_ROWS=100000 BENCH_DAY_ROWS=100000 ZREPORT_KEYS=50
+#   make bench BENCH_N=10000 BENCH_COUNT=1 BENCH_STREAM_COUNT=1 BENCH_ROWS=100000 BENCH_DAY_ROWS=100000 BENCH_SQL_ROWS=100000 ZREPORT_KEYS=50
 BENCH_RAW      ?= .reckon/bench/raw.txt
 BENCH_N        ?= 1000000
 BENCH_COUNT    ?= 2
@@ -81,6 +81,10 @@ BENCH_COUNT    ?= 2
 BENCH_STREAM_COUNT ?= 5
 BENCH_ROWS     ?= 5000000
 BENCH_DAY_ROWS ?= 2000000
+# The SQL endpoint's benchmark materialises SELECT * FROM events in DuckDB
+# (about 1 GB per 5 M rows) and runs each query twice per run: 2 M rows
+# keep it to a couple of minutes; BENCH_SQL_ROWS=10000000 is the full size.
+BENCH_SQL_ROWS ?= 2000000
 ZREPORT_KEYS   ?= 2000
 BENCH_TEST     := $(GO) test -run '^$$' -v -timeout 20m
 # bench_step runs one benchmark command, appending a marker naming it and
@@ -100,7 +104,7 @@ bench: build temporal
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 1x -cpu 1 -count $(BENCH_COUNT) ./lake)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 200000x -cpu 1 ./internal/generate)
 	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_ROWS) RECKON_BENCH_DAY_ROWS=$(BENCH_DAY_ROWS) $(BENCH_TEST) -bench 'Hourly|RecomputeDay' -benchtime 1x -count $(BENCH_COUNT))
-	$(call bench_step,RECKON_BENCH_ROWS=$(BENCH_ROWS) $(BENCH_TEST) -tags duckdb_arrow -bench 'FlightSQL' -benchtime 1x -cpu 2 -count $(BENCH_COUNT) ./internal/sqlserve)
+	$(call bench_step,RECKON_BENCH_ROWS=$(BENCH_SQL_ROWS) $(BENCH_TEST) -tags duckdb_arrow -bench 'FlightSQL' -benchtime 1x -cpu 2 -count $(BENCH_COUNT) ./internal/sqlserve)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench ZReportThroughput -benchtime $(ZREPORT_KEYS)x ./workers)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench TimeToTruth -benchtime 1x ./workers)
 	@echo "reckon-bench: end $$(date -u +%FT%TZ) load $$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a $(BENCH_RAW)
