@@ -2,7 +2,7 @@
 #
 #   make dev    run the whole system on the embedded default (broker, Temporal dev server, workers)
 #   make test   unit + integration tests (real kfake broker, real Temporal dev server)
-#   make build  build ./bin/reckon
+#   make build  build ./bin/reckon and ./bin/reckon-sql (the SQL endpoint: DuckDB, CGO)
 
 GO              ?= go
 BIN             := $(CURDIR)/bin
@@ -17,8 +17,11 @@ TEST_TIMEOUT    ?= 30m
 
 all: build
 
+# reckon is CGO-free; reckon-sql links DuckDB (CGO, a C toolchain) with the
+# duckdb_arrow tag: docs/adr/0017-sql-endpoint.md.
 build:
 	$(GO) build -o $(BIN)/reckon ./workers/reckon
+	CGO_ENABLED=1 $(GO) build -tags duckdb_arrow -o $(BIN)/reckon-sql ./workers/reckon-sql
 
 # The CLI build takes minutes cold; the stamp caches it across runs and
 # rebuilds only when the pinned version changes.
@@ -32,6 +35,7 @@ $(TEMPORAL_STAMP):
 
 vet:
 	$(GO) vet ./...
+	CGO_ENABLED=1 $(GO) vet -tags duckdb_arrow ./internal/sqlserve/... ./workers/reckon-sql
 
 # Every program is built into bin/ (git ignores it); no file over 1 MB is
 # ever committed (a stray binary at the root was once).
@@ -45,6 +49,8 @@ test: build temporal vet tree-check
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestTruthEndToEnd$$' -count=1 -timeout 10m -args -e2e
 	@echo "== end to end: 1,000 shifts of Z-report parts through the bridge and entity workflows"
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestZReportGeneratorShifts$$' -count=1 -timeout 10m -args -zreport-shifts 1000
+	@echo "== SQL endpoint: Flight SQL clients, views, lock-down (internal/sqlserve, CGO, -tags duckdb_arrow)"
+	CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags duckdb_arrow ./internal/sqlserve/...
 	@echo "== DuckDB interop (lake/interop, its own module, CGO)"
 	cd lake/interop && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
@@ -66,7 +72,7 @@ dev: build temporal
 # gives a range where a run is cheap. A failing benchmark does not stop the
 # suite: it shows in the report as "did not run", and the render step fails.
 # A quick trial of the pipeline:
-#   make bench BENCH_N=10000 BENCH_COUNT=1 BENCH_STREAM_COUNT=1 BENCH_ROWS=100000 BENCH_DAY_ROWS=100000 ZREPORT_KEYS=50
+#   make bench BENCH_N=10000 BENCH_COUNT=1 BENCH_STREAM_COUNT=1 BENCH_ROWS=100000 BENCH_DAY_ROWS=100000 BENCH_SQL_ROWS=100000 ZREPORT_KEYS=50
 BENCH_RAW      ?= .reckon/bench/raw.txt
 BENCH_N        ?= 1000000
 BENCH_COUNT    ?= 2
@@ -75,6 +81,10 @@ BENCH_COUNT    ?= 2
 BENCH_STREAM_COUNT ?= 5
 BENCH_ROWS     ?= 5000000
 BENCH_DAY_ROWS ?= 2000000
+# The SQL endpoint's benchmark materialises SELECT * FROM events in DuckDB
+# (about 1 GB per 5 M rows) and runs each query twice per run: 2 M rows
+# keep it to a couple of minutes; BENCH_SQL_ROWS=10000000 is the full size.
+BENCH_SQL_ROWS ?= 2000000
 ZREPORT_KEYS   ?= 2000
 BENCH_TEST     := $(GO) test -run '^$$' -v -timeout 20m
 # bench_step runs one benchmark command, appending a marker naming it and
@@ -94,6 +104,7 @@ bench: build temporal
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 1x -cpu 1 -count $(BENCH_COUNT) ./lake)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 200000x -cpu 1 ./internal/generate)
 	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_ROWS) RECKON_BENCH_DAY_ROWS=$(BENCH_DAY_ROWS) $(BENCH_TEST) -bench 'Hourly|RecomputeDay' -benchtime 1x -count $(BENCH_COUNT))
+	$(call bench_step,RECKON_BENCH_ROWS=$(BENCH_SQL_ROWS) $(BENCH_TEST) -tags duckdb_arrow -bench 'FlightSQL' -benchtime 1x -cpu 2 -count $(BENCH_COUNT) ./internal/sqlserve)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench ZReportThroughput -benchtime $(ZREPORT_KEYS)x ./workers)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench TimeToTruth -benchtime 1x ./workers)
 	@echo "reckon-bench: end $$(date -u +%FT%TZ) load $$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a $(BENCH_RAW)

@@ -211,6 +211,13 @@ func TestComposeMatchesReckonConfig(t *testing.T) {
 		case "generate":
 			requireDep(t, c, name, "topics", "service_completed_successfully")
 			requireProfile(t, c, name, "demo")
+		case "serve":
+			if !slices.Equal(s.Command, []string{"serve", "sql"}) || s.Build["target"] != "sql" {
+				t.Errorf("%s: command %v, target %q: want serve sql on the Dockerfile's sql target (reckon-sql needs CGO)", name, s.Command, s.Build["target"])
+			}
+			if !slices.Contains(s.Volumes, "lake:"+cfg.Lake.Root+":ro") {
+				t.Errorf("%s: volumes %v: want the lake read-only at lake.root %s", name, s.Volumes, cfg.Lake.Root)
+			}
 		case "zreport":
 			if !slices.Equal(s.Command, []string{"zreport", "ofd-sim"}) {
 				t.Errorf("%s: command %v, want zreport ofd-sim", name, s.Command)

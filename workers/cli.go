@@ -38,6 +38,8 @@ var commands = []command{
 	{"zreport", "inspect Z-report entity workflows and the simulated OFD operator", runZReport},
 	{"config", "print the effective configuration or the list of overridable keys", runConfig},
 	{"verify", "check conservation and truth of a generator run against the topics and committed stream state", runVerify},
+	{"serve", "serve sql: the analysts' Arrow Flight SQL endpoint over the lake (runs bin/reckon-sql)", runServe},
+	{"sql", "run one SQL query on the lake's views and print it: table, csv, json or arrow (runs bin/reckon-sql)", runSQL},
 }
 
 // cmdContext is what a command receives.
@@ -111,9 +113,12 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	cx.fs.StringVar(&cx.configPath, "config", "", "configuration file (default: embedded deploy/reckon.yaml; env RECKON_CONFIG)")
 	cx.fs.Var(&cx.sets, "set", "override a config key, key=value (repeatable; see `reckon config keys`)")
 	err := cmd.run(ctx, cx)
+	var child childExit
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &child):
+		return child.code
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):

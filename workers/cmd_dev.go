@@ -25,7 +25,7 @@ import (
 
 // devComponents are the long-running parts `reckon dev` supervises, in start
 // order. Each is its own process so any one can be killed and restarts alone.
-var devComponents = []string{"broker", "temporal", "ofd", "stream", "batch", "generate"}
+var devComponents = []string{"broker", "temporal", "ofd", "stream", "batch", "generate", "sql"}
 
 func runDev(ctx context.Context, cx *cmdContext) error {
 	if len(cx.args) > 0 && cx.args[0] == "broker" {
@@ -139,6 +139,13 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	if cfg.Dev.GenerateRate == 0 {
 		skip["generate"] = true
 	}
+	// The SQL endpoint runs when its binary was built (make build).
+	if sqlBin, err := findSQLBinary(); err == nil && !cfg.Lake.IsS3() {
+		procs["sql"] = mk("sql", sqlBin, append([]string{"serve"}, common...)...)
+	} else if !skip["sql"] {
+		skip["sql"] = true
+		fmt.Fprintf(cx.stdout, "reckon dev: no SQL endpoint: %s is not next to reckon nor on PATH (make build), or the lake is on S3 (docs/adr/0017-sql-endpoint.md)\n", sqlBinary)
+	}
 
 	say := func(format string, a ...any) {
 		outMu.Lock()
@@ -230,15 +237,23 @@ func runDev(ctx context.Context, cx *cmdContext) error {
   Temporal UI     http://127.0.0.1:%d
   Kafka           %s   (./bin/reckon topics describe; ./bin/reckon topics tail %s)
   metrics         http://%s/metrics
-  lake            %s   (./bin/reckon lake ls)
+  lake            %s   (./bin/reckon lake ls)%s
   logs, pids      %s, %s
 Ctrl-C stops everything; the next `+"`reckon dev`"+` resumes from %s.`,
-		cfg.Dev.UIPort, kafkaAddr, cfg.Topics.DLQ, cfg.Metrics.Addr, lake, logDir, runDir, dir)
+		cfg.Dev.UIPort, kafkaAddr, cfg.Topics.DLQ, cfg.Metrics.Addr, lake, devSQLLine(cfg.SQL.Listen, skip["sql"]), logDir, runDir, dir)
 	<-ctx.Done()
 	say("stopping (components in reverse order)...")
 	stopAll()
 	say("stopped")
 	return nil
+}
+
+// devSQLLine is the SQL endpoint's line of the "up" message, or "".
+func devSQLLine(listen string, skipped bool) string {
+	if skipped {
+		return ""
+	}
+	return fmt.Sprintf("\n  SQL             grpc://%s   (Arrow Flight SQL; ./bin/reckon sql \"SELECT * FROM windows\")", listen)
 }
 
 // devGenerator is one generator process of `reckon dev`.

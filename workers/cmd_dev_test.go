@@ -66,3 +66,61 @@ func TestDevCleanStopLeavesNoPidFiles(t *testing.T) {
 		t.Fatalf("pid files left after a clean stop: %v %v\n%s", left, err, out.String())
 	}
 }
+
+// TestDevStartsSQL: with reckon-sql at hand (here a stand-in on PATH),
+// `reckon dev` supervises `reckon-sql serve` with the stack's flags and
+// prints the SQL address; without it, it says so and runs the rest.
+func TestDevStartsSQL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	t.Setenv(envChild, "1")
+	bin := t.TempDir()
+	args := filepath.Join(bin, "args")
+	script := "#!/bin/sh\necho \"$*\" > " + args + "\nexec sleep 600\n"
+	if err := os.WriteFile(filepath.Join(bin, "reckon-sql"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- Main(ctx, []string{"dev", "--without", "temporal,ofd,stream,batch,generate",
+			"--set", "dev.dir=" + dir, "--set", "dev.kafka_port=" + strconv.Itoa(port), "--set", "sql.listen=127.0.0.1:32999"}, nil, &out, &errb, nil)
+	}()
+	ok, _ := pollUntil(60*time.Second, func() (bool, string) {
+		b, _ := os.ReadFile(args)
+		return strings.Contains(out.String(), "reckon dev: up.") && len(b) > 0, ""
+	})
+	if !ok {
+		cancel()
+		t.Fatalf("dev never came up with sql:\n%s\n%s", out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "SQL             grpc://127.0.0.1:32999") {
+		t.Errorf("the SQL address is not printed:\n%s", out.String())
+	}
+	if b, _ := os.ReadFile(args); !strings.HasPrefix(string(b), "serve ") || !strings.Contains(string(b), "sql.listen=127.0.0.1:32999") {
+		t.Errorf("reckon-sql started with %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run", "sql.pid")); err != nil {
+		t.Errorf("sql runs without a pid file: %v", err)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("dev exited %d: %s", c, errb.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev did not stop")
+	}
+}

@@ -32,6 +32,7 @@ type Config struct {
 	Metrics  Metrics           `yaml:"metrics"`
 	ZReport  ZReport           `yaml:"zreport"`
 	Batch    Batch             `yaml:"batch"`
+	SQL      SQL               `yaml:"sql"`
 }
 
 // Kafka is how reckon reaches the broker.
@@ -422,6 +423,7 @@ func (c *Config) fillDefaults() {
 	defInt(&c.ZReport.OFDSimGeneratorKeys, 20)
 	c.Batch.fillDefaults()
 	c.Lake.Compaction.fillDefaults()
+	c.SQL.fillDefaults()
 }
 
 // Validate reports every problem at once, joined.
@@ -533,6 +535,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.Batch.validate(bad)
+	c.SQL.validate(bad, func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrSecurity}, a...)...))
+	})
 	// The gate checks its own rules (patterns compile, type names, field
 	// names, limits): report them here, not when a worker starts.
 	if _, err := event.NewGate(c.Gate); err != nil {

@@ -13,6 +13,7 @@ const (
 	pkgInterop  = "reckon/lake/interop"
 	pkgGenerate = "reckon/internal/generate"
 	pkgWorkers  = "reckon/workers"
+	pkgSQL      = "reckon/internal/sqlserve"
 )
 
 // Section is one heading of the report.
@@ -111,6 +112,7 @@ const (
 	recomp = "BenchmarkRecomputeDay/"
 	zrep   = "BenchmarkZReportThroughput"
 	ttt    = "BenchmarkTimeToTruth"
+	fsql   = "BenchmarkFlightSQL/"
 )
 
 // Suite is the report's sections, in order.
@@ -208,6 +210,18 @@ var Suite = []Section{
 			{Case: "rows per CPU-second", Reckon: fig(pkgInterop, recomp+"reckon", "rows/cpu-s"), Ref: ref(pkgInterop, recomp+"duckdb", "rows/cpu-s")},
 			{Case: "wall clock per day", Reckon: fig(pkgInterop, recomp+"reckon", "ns/op"), Ref: ref(pkgInterop, recomp+"duckdb", "ns/op")},
 			{Case: "windows checked", Reckon: fig(pkgInterop, recomp+"reckon", "windows")},
+		},
+	},
+	{
+		Title: "SQL endpoint: Arrow Flight SQL vs DuckDB in process",
+		Goal:  "the endpoint adds ≤ 20 % to DuckDB's time (hourly aggregation)",
+		About: "RECKON_BENCH_ROWS raw rows (24 hourly files, 50 keys) through the endpoint's views (docs/lake.md): each query run by the same DuckDB engine in process (its Arrow batches read, no network) and through `reckon serve sql` on loopback with arrow-go's Flight SQL client receiving every batch, back to back in each run, alternating which goes first. Hourly count/sum/min/max per key over `events` (1,200 result rows), and `SELECT * FROM events` (every row transferred). Both cores (docs/adr/0017-sql-endpoint.md).",
+		Rows: []Row{
+			{Case: "**hourly aggregation, wall clock**", Reckon: fig(pkgSQL, fsql+"hourly", "flightsql-s"), Ref: ref(pkgSQL, fsql+"hourly", "duckdb-s"),
+				Goal: &Goal{Text: "≤ 1.2× DuckDB's time", Kind: TimeRatioAtMost, Value: 1.2}},
+			{Case: "`SELECT * FROM events`, wall clock", Reckon: fig(pkgSQL, fsql+"events", "flightsql-s"), Ref: ref(pkgSQL, fsql+"events", "duckdb-s")},
+			{Case: "`SELECT * FROM events`, rows/s", Reckon: fig(pkgSQL, fsql+"events", "rows/s"), Ref: ref(pkgSQL, fsql+"events", "duckdb-rows/s")},
+			{Case: "`SELECT * FROM events`, Arrow data received", Reckon: fig(pkgSQL, fsql+"events", "arrow-MB/s")},
 		},
 	},
 	{

@@ -19,12 +19,13 @@ import (
 )
 
 // PKI is a throwaway CA with a server certificate for 127.0.0.1 and
-// localhost and a client certificate (CN reckon); the CA and client files
-// are written to a test temp dir.
+// localhost and a client certificate (CN reckon); the CA, server and client
+// files are written to a test temp dir.
 type PKI struct {
 	Pool                          *x509.CertPool
 	Server                        tls.Certificate
 	CAFile, ClientCert, ClientKey string
+	ServerCert, ServerKey         string
 }
 
 // New issues a PKI whose server certificate has common name serverCN.
@@ -67,6 +68,7 @@ func New(t testing.TB, serverCN string) PKI {
 	if p.Server, err = tls.X509KeyPair(sc, sk); err != nil {
 		t.Fatal(err)
 	}
+	p.ServerCert, p.ServerKey = write("server.pem", sc), write("server-key.pem", sk)
 	cc, ck := leaf(3, "reckon", x509.ExtKeyUsageClientAuth)
 	p.ClientCert, p.ClientKey = write("client.pem", cc), write("client-key.pem", ck)
 	return p

@@ -1,0 +1,197 @@
+package sqlserve
+
+import (
+	"fmt"
+	"strings"
+)
+
+// column is one column of a base view: its name and DuckDB type.
+type column struct{ name, typ string }
+
+// baseTable is a lake table read with read_parquet: the view every other
+// view builds on. Until a file of it exists, its view is an empty relation
+// with the same columns (DuckDB cannot bind a glob that matches nothing).
+type baseTable struct {
+	view string // view name
+	dir  string // directory under the lake root
+	// hive is read_parquet's hive_types for the partition columns.
+	hive string
+	cols []column
+}
+
+// baseTables are the lake tables the views read, as lake/schema.go,
+// lake/truth_table.go and activities/zreport_lake.go write them (each
+// file's columns, then the hive partition columns).
+var baseTables = []baseTable{
+	{view: "raw", dir: "raw", hive: "{'topic': VARCHAR, 'event_date': DATE, 'event_hour': INTEGER}", cols: []column{
+		{"event_id", "VARCHAR"}, {"event_type", "VARCHAR"}, {"occurred_at", "TIMESTAMPTZ"}, {"ingested_at", "TIMESTAMPTZ"},
+		{"key", "VARCHAR"}, {"value", "DOUBLE"}, {"data", "VARCHAR"}, {"kafka_partition", "INTEGER"}, {"kafka_offset", "BIGINT"},
+		{"topic", "VARCHAR"}, {"event_date", "DATE"}, {"event_hour", "INTEGER"},
+	}},
+	{view: "panes", dir: "summaries", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: paneColumns},
+	{view: "truth", dir: "truth", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: paneColumns},
+	{view: "zreport_versions", dir: "zreports", hive: "{'close_date': DATE}", cols: []column{
+		{"fiscal_drive", "VARCHAR"}, {"shift", "BIGINT"}, {"version", "BIGINT"}, {"status", "VARCHAR"},
+		{"shift_closed_at", "TIMESTAMPTZ"}, {"finalized_at", "TIMESTAMPTZ"}, {"reason", "VARCHAR"},
+		{"ofd_receipts_count", "BIGINT"}, {"ofd_total_amount", "DOUBLE"}, {"ofd_event_id", "VARCHAR"},
+		{"dwh_receipts_count", "BIGINT"}, {"dwh_total_amount", "DOUBLE"}, {"dwh_event_id", "VARCHAR"},
+		{"rms_receipts_count", "BIGINT"}, {"rms_total_amount", "DOUBLE"}, {"rms_event_id", "VARCHAR"},
+		{"missing", "VARCHAR"}, {"ofd_duplicates", "BIGINT"}, {"dwh_duplicates", "BIGINT"}, {"rms_duplicates", "BIGINT"},
+		{"ofd_corrections", "BIGINT"}, {"dwh_corrections", "BIGINT"}, {"rms_corrections", "BIGINT"},
+		{"differences", "VARCHAR"}, {"schema_version", "INTEGER"}, {"close_date", "DATE"},
+	}},
+}
+
+// paneColumns are the summaries and truth tables' columns (lake.SummaryRow)
+// and their hive partition.
+var paneColumns = []column{
+	{"stream", "VARCHAR"}, {"key", "VARCHAR"}, {"window_start", "TIMESTAMPTZ"}, {"window_end", "TIMESTAMPTZ"},
+	{"count", "BIGINT"}, {"sum", "DOUBLE"}, {"min", "DOUBLE"}, {"max", "DOUBLE"}, {"version", "BIGINT"},
+	{"timing", "VARCHAR"}, {"computed_by", "VARCHAR"}, {"watermark", "TIMESTAMPTZ"}, {"emitted_at", "TIMESTAMPTZ"},
+	{"reason", "VARCHAR"}, {"window_date", "DATE"},
+}
+
+// sqlString quotes s as a SQL string literal.
+func sqlString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// ident quotes a column name (count, sum, min, max are function names).
+func ident(s string) string { return `"` + s + `"` }
+
+func (b baseTable) columnList() string {
+	names := make([]string, len(b.cols))
+	for i, c := range b.cols {
+		names[i] = ident(c.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// glob is the table's files under root (a local directory, no trailing
+// slash). Hidden names (".x.parquet.123.tmp" while a write is in flight,
+// "_progress") never match.
+func (b baseTable) glob(root string) string { return root + "/" + b.dir + "/**/*.parquet" }
+
+// sql is the view's body: the files when present, else an empty relation
+// of the same columns.
+func (b baseTable) sql(root string, present bool) string {
+	if !present {
+		sel := make([]string, len(b.cols))
+		for i, c := range b.cols {
+			sel[i] = "NULL::" + c.typ + " AS " + ident(c.name)
+		}
+		return "SELECT " + strings.Join(sel, ", ") + " WHERE false"
+	}
+	return fmt.Sprintf("SELECT %s FROM read_parquet(%s, hive_partitioning=true, hive_types=%s)", b.columnList(), sqlString(b.glob(root)), b.hive)
+}
+
+// The derived views and table macros: each view's SQL is written once
+// here, so it can switch to the curated tables when they exist. asOf is
+// a predicate on emitted_at (or finalized_at) for the *_as_of macros,
+// "true" for the current views.
+
+// eventsSQL keeps one row per (topic, event_id): the lake holds a
+// redelivered event once per delivery, with the same bytes; the copy kept
+// is the first archived (earliest ingested_at, then partition and
+// offset), so the answer does not change between runs. (DISTINCT ON
+// without an order is about as fast for SELECT * but picks any copy.)
+const eventsSQL = `SELECT * FROM raw
+QUALIFY row_number() OVER (PARTITION BY topic, event_id ORDER BY ingested_at, kafka_partition, kafka_offset) = 1`
+
+// windowsSQL is every window's latest version (highest version, ties to
+// the latest emitted_at, docs/adr/0008-batch-truth.md) with its status:
+// corrected when that version is a batch correction, final when it is a
+// stream pane and the batch has checked the window (a truth row exists),
+// provisional otherwise. asOf filters panes and truth rows alike, on
+// emitted_at.
+func windowsSQL(asOf string) string {
+	return `WITH latest AS (
+  SELECT * FROM panes WHERE ` + asOf + `
+  QUALIFY row_number() OVER (PARTITION BY stream, key, window_start ORDER BY version DESC, emitted_at DESC) = 1
+), checked AS (
+  SELECT DISTINCT stream, key, window_start FROM truth WHERE ` + asOf + `
+)
+SELECT l.stream, l.key, l.window_start, l.window_end, l."count", l."sum", l."min", l."max", l.version,
+  CASE WHEN l.computed_by = 'batch' THEN 'corrected' WHEN c.stream IS NOT NULL THEN 'final' ELSE 'provisional' END AS status,
+  l.timing, l.computed_by, l.reason, l.emitted_at AS updated_at
+FROM latest l LEFT JOIN checked c ON c.stream = l.stream AND c.key = l.key AND c.window_start = l.window_start`
+}
+
+// correctionsSQL is one row per batch correction with the figures of the
+// version before it (NULL when the window never had one: reason
+// "missing"). A version published twice counts once (its latest copy).
+const correctionsSQL = `WITH v AS (
+  SELECT * FROM panes
+  QUALIFY row_number() OVER (PARTITION BY stream, key, window_start, version ORDER BY emitted_at DESC) = 1
+), h AS (
+  SELECT *, lag(version) OVER w AS prev_version, lag("count") OVER w AS prev_count, lag("sum") OVER w AS prev_sum,
+    lag("min") OVER w AS prev_min, lag("max") OVER w AS prev_max
+  FROM v WINDOW w AS (PARTITION BY stream, key, window_start ORDER BY version)
+)
+SELECT stream, key, window_start, window_end, version, reason, emitted_at, "count", "sum", "min", "max",
+  prev_version, prev_count, prev_sum, prev_min, prev_max
+FROM h WHERE computed_by = 'batch'`
+
+// zreportsSQL is each business key's (fiscal_drive, shift) latest
+// version; asOf filters on finalized_at.
+func zreportsSQL(asOf string) string {
+	return `SELECT * FROM zreport_versions WHERE ` + asOf + `
+QUALIFY row_number() OVER (PARTITION BY fiscal_drive, shift ORDER BY version DESC) = 1`
+}
+
+// derived is a view or table macro built on the base views.
+type derived struct {
+	name  string
+	macro bool // a table macro of one argument, as_of
+	sql   string
+}
+
+// derivedViews are created after the base views, in this order.
+var derivedViews = []derived{
+	{name: "events", sql: eventsSQL},
+	{name: "windows", sql: windowsSQL("true")},
+	{name: "corrections", sql: correctionsSQL},
+	{name: "zreports", sql: zreportsSQL("true")},
+	{name: "windows_as_of", macro: true, sql: windowsSQL("emitted_at <= CAST(as_of AS TIMESTAMPTZ)")},
+	{name: "zreports_as_of", macro: true, sql: zreportsSQL("finalized_at <= CAST(as_of AS TIMESTAMPTZ)")},
+}
+
+// ViewNames lists every view the endpoint defines, base views first.
+func ViewNames() []string {
+	var out []string
+	for _, b := range baseTables {
+		out = append(out, b.view)
+	}
+	for _, d := range derivedViews {
+		if !d.macro {
+			out = append(out, d.name)
+		}
+	}
+	return out
+}
+
+// MacroNames lists the table macros (time travel).
+func MacroNames() []string {
+	var out []string
+	for _, d := range derivedViews {
+		if d.macro {
+			out = append(out, d.name)
+		}
+	}
+	return out
+}
+
+// definitions returns the statements creating every view and macro over
+// the lake at root, present[dir] saying which base tables have files.
+func definitions(root string, present map[string]bool) []string {
+	var out []string
+	for _, b := range baseTables {
+		out = append(out, "CREATE OR REPLACE VIEW "+b.view+" AS "+b.sql(root, present[b.dir]))
+	}
+	for _, d := range derivedViews {
+		if d.macro {
+			out = append(out, "CREATE OR REPLACE MACRO "+d.name+"(as_of) AS TABLE "+d.sql)
+		} else {
+			out = append(out, "CREATE OR REPLACE VIEW "+d.name+" AS "+d.sql)
+		}
+	}
+	return out
+}
