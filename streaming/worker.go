@@ -81,6 +81,15 @@ type partition struct {
 	// even if untouched (set on restore, so a new owner republishes the
 	// committed position before anything newer; progress.go).
 	progressDue bool
+	// readTo holds the partition's ticks after a restore: the last stable
+	// offset when it was assigned (0 once reached). Until the records
+	// before it are processed, a tick could idle-advance the watermark past
+	// windows that records waiting in the topic still belong to
+	// (catchup.go).
+	readTo int64
+	// fetched: records of the partition were processed since the last
+	// tick (the session is still delivering; no need to probe).
+	fetched bool
 
 	// Checkpoint and replay log (replaylog.go). log holds the committed
 	// entries since the checkpoint; this transaction's entry is tickAt and
@@ -251,7 +260,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			lastTick = now
 			for _, part := range w.parts {
 				proc, ok := part.procNow(now)
-				if !ok {
+				if !ok || !w.caughtUp(ctx, part) {
 					continue
 				}
 				for _, so := range part.ops {
@@ -358,11 +367,18 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 		if failed != nil || len(p.Records) == 0 {
 			return
 		}
-		part, err := w.partitionFor(ctx, tp{p.Topic, p.Partition}, p.Records[0].Offset)
+		k := tp{p.Topic, p.Partition}
+		_, had := w.parts[k]
+		part, err := w.partitionFor(ctx, k, p.Records[0].Offset)
 		if err != nil {
 			w.log.Error("cannot restore partition state; will retry", "topic", p.Topic, "partition", p.Partition, "err", err)
-			failed = &recordRef{tp{p.Topic, p.Partition}, p.Records[0].Offset}
+			failed = &recordRef{k, p.Records[0].Offset}
 			return
+		}
+		if !had {
+			// Restored by this fetch: its last stable offset is as new as
+			// the assignment.
+			part.holdTicks(p.LastStableOffset)
 		}
 		jobs = append(jobs, fetched{part, p.Records, p.HighWatermark})
 	})
@@ -413,7 +429,7 @@ func (w *Worker) processPartition(j fetched, now time.Time, emit func([]*kgo.Rec
 		emit(out)
 		part.next = r.Offset + 1
 		part.sinceCkpt++
-		part.touched = true
+		part.touched, part.fetched = true, true
 		if r.Timestamp.After(part.lastArrival) {
 			part.lastArrival = r.Timestamp
 		}
@@ -851,24 +867,35 @@ func (w *Worker) restoreAssigned(ctx context.Context, sess *kgo.GroupTransactSes
 	}
 	fctx, cancel := context.WithTimeout(kadm.RequireStable(ctx), time.Second)
 	defer cancel()
-	offs, err := kadm.NewClient(sess.Client()).FetchOffsets(fctx, w.cfg.Stream.Group)
+	adm := kadm.NewClient(sess.Client())
+	offs, err := adm.FetchOffsets(fctx, w.cfg.Stream.Group)
+	var ends kadm.ListedOffsets
+	if err == nil {
+		// The last stable offsets, read after the assignment: ticks wait
+		// until the records before them are processed (catchup.go).
+		ends, err = adm.ListCommittedOffsets(fctx, topicsOf(due)...)
+	}
 	for _, k := range due {
 		var o kadm.OffsetResponse
-		found := false
+		var end kadm.ListedOffset
+		found, foundEnd := false, false
 		if err == nil {
 			o, found = offs.Lookup(k.topic, k.partition)
+			end, foundEnd = ends.Lookup(k.topic, k.partition)
 		}
 		switch {
-		case err != nil || (found && o.Err != nil):
+		case err != nil || (found && o.Err != nil) || (found && o.At >= 0 && (!foundEnd || end.Err != nil)):
 			w.eager[k] = now.Add(time.Second)
 		case !found || o.At < 0:
 			delete(w.eager, k) // nothing committed: nothing to restore
 		default:
-			if _, err := w.partitionFor(ctx, k, o.At); err != nil {
+			p, err := w.partitionFor(ctx, k, o.At)
+			if err != nil {
 				w.log.Debug("eager restore deferred", "topic", k.topic, "partition", k.partition, "err", err)
 				w.eager[k] = now.Add(time.Second)
 				continue
 			}
+			p.holdTicks(end.Offset)
 			delete(w.eager, k)
 		}
 	}
