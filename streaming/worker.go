@@ -58,6 +58,9 @@ type Worker struct {
 	assigned   []tp
 	// started is when Run began: assignment logs say how long the join took.
 	started time.Time
+	// revokedSeen: partitions were revoked or lost since the transaction
+	// began (Run ends even an empty transaction then).
+	revokedSeen bool
 }
 
 type tp struct {
@@ -228,12 +231,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	// processed is committed, not left to the next owner to redo.
 	octx := context.WithoutCancel(ctx)
 	lastTick := time.Time{}
+	inTxn := false
 	for ctx.Err() == nil {
 		// One transaction gathers every poll for up to CommitInterval:
 		// fewer, larger transactions under load (each carries the touched
 		// partitions' snapshots), at most CommitInterval of latency when idle.
-		if err := sess.Begin(); err != nil {
-			return fmt.Errorf("streaming: begin: %w", err)
+		if !inTxn {
+			if err := sess.Begin(); err != nil {
+				return fmt.Errorf("streaming: begin: %w", err)
+			}
+			inTxn = true
 		}
 		w.restoreAssigned(ctx, sess)
 		// Outputs are produced as they are made, so their delivery
@@ -276,6 +283,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			// Abort: outputs, state and offsets of this iteration are
 			// discarded; the consumer rewinds and the operators reload the
 			// committed state.
+			inTxn, w.revokedSeen = false, false
 			w.abort(ctx, octx, sess)
 			continue
 		}
@@ -289,6 +297,17 @@ func (w *Worker) Run(ctx context.Context) error {
 				emit(w.progressRecords(part, now))
 			}
 		}
+		if produced.Load() == 0 && !stopping && !w.revokedSeen {
+			// Nothing to commit (no partition restored or fetched yet):
+			// the transaction stays open for the next round. Ending it
+			// would cost more than nothing: kgo's End of a transaction
+			// without offsets cannot tell that the broker fences
+			// rebalances (KIP-447) and holds the session for 500 ms. A
+			// revocation ends it, so the session's revoked state is reset
+			// before the next records are processed.
+			continue
+		}
+		inTxn, w.revokedSeen = false, false
 		// A record the broker refused must not be committed past: flush,
 		// and abort on any failure (End would commit the rest regardless).
 		ectx, cancel := context.WithTimeout(octx, w.cfg.Stream.TransactionTimeout)
@@ -348,6 +367,7 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 			for _, k := range l {
 				w.drop(k)
 			}
+			w.revokedSeen = true
 		default:
 			drained = true
 		}
