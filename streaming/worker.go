@@ -112,9 +112,11 @@ type partition struct {
 	lastWall    time.Time
 
 	// Per-partition scratch, so that partitions are processed in parallel:
-	// the gate's per-record state and the output encoding buffer.
-	gate *event.Gate
-	buf  []byte
+	// the gate's per-record state, and the outputs' records and bytes
+	// (drainOutputs).
+	gate  *event.Gate
+	arena outArena
+	out   []*kgo.Record
 }
 
 // procNow is the partition's processing time at wall time now.
@@ -406,15 +408,35 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 		return failed // the transaction aborts: processing the rest is wasted
 	}
 	now := w.now()
+	// At most parallelism goroutines take the partitions from a queue,
+	// chunkRecords records at a time, a partition going back to the end
+	// of the queue until its records are done: partitions of unequal size
+	// keep every goroutine busy to the end of the poll, and each
+	// partition's records run in order, on one goroutine at a time (the
+	// queue hands a partition over with a happens-before edge).
 	fails := make([]*recordRef, len(jobs))
-	sem := make(chan struct{}, w.parallelism)
+	queue := make(chan int, len(jobs))
+	for i := range jobs {
+		queue <- i
+	}
+	var left atomic.Int64
+	left.Store(int64(len(jobs)))
 	var wg sync.WaitGroup
-	for i, j := range jobs {
-		sem <- struct{}{}
+	for range min(w.parallelism, len(jobs)) {
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			fails[i] = w.processPartition(j, now, emit)
+			defer wg.Done()
+			for i := range queue {
+				done, fail := w.processChunk(&jobs[i], now, emit)
+				if !done {
+					queue <- i
+					continue
+				}
+				fails[i] = fail
+				if left.Add(-1) == 0 {
+					close(queue)
+				}
+			}
 		}()
 	}
 	wg.Wait()
@@ -426,6 +448,10 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 	return nil
 }
 
+// chunkRecords is how many records a partition processes before it goes
+// back to the queue (pollOnce).
+const chunkRecords = 1024
+
 // fetched is one partition's records of a poll.
 type fetched struct {
 	part *partition
@@ -433,18 +459,22 @@ type fetched struct {
 	hwm  int64
 }
 
-// processPartition runs one partition's fetched records through its
-// operators and hands the outputs to emit (safe for concurrent use). It
-// returns the record that failed processing, if any.
-func (w *Worker) processPartition(j fetched, now time.Time, emit func([]*kgo.Record)) *recordRef {
+// processChunk runs up to chunkRecords of the partition's fetched records
+// through its operators and hands the outputs to emit (safe for concurrent
+// use). done is true when no records are left or one failed; fail is the
+// record that failed processing, if any.
+func (w *Worker) processChunk(j *fetched, now time.Time, emit func([]*kgo.Record)) (done bool, fail *recordRef) {
 	part := j.part
-	for _, r := range j.recs {
+	n := min(len(j.recs), chunkRecords)
+	recs := j.recs[:n]
+	j.recs = j.recs[n:]
+	for _, r := range recs {
 		if r.Offset < part.next {
 			continue // already reflected in the restored state
 		}
 		out, ok := w.processRecord(part, r)
 		if !ok {
-			return &recordRef{part.tp, r.Offset}
+			return true, &recordRef{part.tp, r.Offset}
 		}
 		emit(out)
 		part.next = r.Offset + 1
@@ -455,8 +485,11 @@ func (w *Worker) processPartition(j fetched, now time.Time, emit func([]*kgo.Rec
 		}
 		part.lastWall = now
 	}
+	if len(j.recs) > 0 {
+		return false, nil
+	}
 	w.m.lag(part, j.hwm)
-	return nil
+	return true, nil
 }
 
 func (w *Worker) abort(ctx, octx context.Context, sess *kgo.GroupTransactSession) {
@@ -717,18 +750,32 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 		}
 		return nil
 	}
-	var out []*kgo.Record
+	// The records and their bytes come from the partition's arena, and
+	// the slice is the partition's: emit hands the records to the
+	// producer before the next drain.
+	out := part.out[:0]
+	a := &part.arena
 	for _, so := range part.ops {
 		for i := range so.out.Panes {
 			p := &so.out.Panes[i]
-			part.buf = p.AppendJSON(part.buf[:0])
-			out = append(out, &kgo.Record{Topic: w.cfg.Topics.Summaries, Key: []byte(p.RecordKey()), Value: append([]byte(nil), part.buf...)})
+			r := a.record(w.cfg.Topics.Summaries)
+			r.Key = a.appendString(p.RecordKey())
+			a.reserve(maxOutputJSON)
+			start := len(a.b)
+			a.b = p.AppendJSON(a.b)
+			r.Value = a.since(start)
+			out = append(out, r)
 			w.m.pane(so.cfg.Name, p.Timing)
 		}
 		for i := range so.out.Features {
 			f := so.out.Features[i].Event(so.cfg.Name, so.cfg.Rolling)
-			part.buf = f.AppendJSON(part.buf[:0])
-			out = append(out, &kgo.Record{Topic: w.cfg.Topics.Features, Key: []byte(f.Key), Value: append([]byte(nil), part.buf...)})
+			r := a.record(w.cfg.Topics.Features)
+			r.Key = a.appendString(f.Key)
+			a.reserve(maxOutputJSON)
+			start := len(a.b)
+			a.b = f.AppendJSON(a.b)
+			r.Value = a.since(start)
+			out = append(out, r)
 		}
 		for _, l := range so.out.Late {
 			if src == nil || l.Ref != src.Offset {
@@ -749,6 +796,7 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 		}
 		so.out.Reset()
 	}
+	part.out = out
 	return out
 }
 
