@@ -49,7 +49,13 @@ func BenchmarkStreamEndToEnd(b *testing.B) {
 		start, cpu0 := time.Now(), cpuTime()
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
-		waitDone(b, cfg, 5*time.Minute)
+		// Look often: at 100 ms (waitDone's interval) the wait alone
+		// would add 50 ms on average to a run of well under a second.
+		wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		if err := waitCaughtUp(wctx, cfg, 2*time.Millisecond); err != nil {
+			b.Fatalf("stream worker did not finish: %v", err)
+		}
+		wcancel()
 		el, cpu := time.Since(start), cpuTime()-cpu0
 		b.StopTimer()
 		cancel()

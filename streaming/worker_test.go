@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	// Tiny checkpoint chunks: every restore in these tests (in process and
 	// in killed child processes) reassembles multi-record checkpoints.
 	chunkBytes = 2 << 10
+	if os.Getenv(envBrokerChild) != "" {
+		runBrokerChild()
+	}
 	if os.Getenv(envChild) != "" {
 		cfg, err := config.Load("", os.Environ(), nil)
 		if err != nil {
@@ -74,7 +77,12 @@ const testCheckpointRecords = "150"
 
 func newTestEnv(t testing.TB, count int64, tweak ...func(*generate.Options)) (*config.Config, []*kgo.Record) {
 	t.Helper()
-	_, brokers := testenv.Kafka(t, 1, "")
+	var brokers []string
+	if _, bench := t.(*testing.B); bench && os.Getenv(envBenchBroker) == "process" {
+		brokers = brokerProcess(t)
+	} else {
+		_, brokers = testenv.Kafka(t, 1, "")
+	}
 	env := []string{
 		"RECKON_KAFKA_BROKERS=" + brokers[0],
 		"RECKON_STREAM_WORKER_INSTANCE=test",
