@@ -40,7 +40,9 @@ func (p *partition) holdTicks(lso int64) {
 // processed, so a transaction marker (or an aborted batch) just below that
 // offset would hold the partition for ever: when the session delivered
 // nothing for the partition since the last tick, a probe of the range
-// tells markers from records still waiting.
+// tells markers from records still waiting. The probe reads on a
+// goroutine of its own (the run loop does not wait on it); a later tick
+// takes its answer.
 func (w *Worker) caughtUp(ctx context.Context, part *partition) bool {
 	if part.readTo == 0 {
 		return true
@@ -48,22 +50,43 @@ func (w *Worker) caughtUp(ctx context.Context, part *partition) bool {
 	fetched := part.fetched
 	part.fetched = false
 	if part.next >= part.readTo {
-		part.readTo = 0
+		part.readTo, part.probe = 0, nil
 		return true
 	}
-	if fetched {
-		return false // records are still coming
-	}
-	waiting, err := w.recordWaiting(ctx, part.tp, part.next, part.readTo)
-	if err != nil {
-		w.log.Debug("cannot tell whether records wait; ticks held", "topic", part.topic, "partition", part.partition, "from", part.next, "to", part.readTo, "err", err)
+	if part.probe != nil {
+		select {
+		case res := <-part.probe:
+			part.probe = nil
+			if res.err != nil {
+				w.log.Debug("cannot tell whether records wait; ticks held", "topic", part.topic, "partition", part.partition, "to", part.readTo, "err", res.err)
+				return false
+			}
+			// Nothing but markers from the probe's start (at most next:
+			// next only grows) to readTo.
+			if !res.waiting {
+				part.readTo = 0
+				return true
+			}
+		default:
+		}
 		return false
 	}
-	if waiting {
-		return false
+	if !fetched {
+		ch := make(chan probeResult, 1)
+		part.probe = ch
+		k, from, to := part.tp, part.next, part.readTo
+		go func() {
+			waiting, err := w.recordWaiting(ctx, k, from, to)
+			ch <- probeResult{waiting, err}
+		}()
 	}
-	part.readTo = 0
-	return true
+	return false
+}
+
+// probeResult is the answer of a recordWaiting probe.
+type probeResult struct {
+	waiting bool
+	err     error
 }
 
 // recordWaiting reports whether raw partition k holds a committed record

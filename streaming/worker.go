@@ -93,6 +93,9 @@ type partition struct {
 	// fetched: records of the partition were processed since the last
 	// tick (the session is still delivering; no need to probe).
 	fetched bool
+	// probe, when not nil, brings the answer of the probe in flight
+	// (catchup.go).
+	probe chan probeResult
 
 	// Checkpoint and replay log (replaylog.go). log holds the committed
 	// entries since the checkpoint; this transaction's entry is tickAt and
