@@ -176,8 +176,14 @@ func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (O
 }
 
 // WaitCaughtUp waits until the stream group has committed every raw offset
-// of every configured stream's topic, or ctx ends.
+// of every configured stream's topic, or ctx ends. It looks every 100 ms.
 func WaitCaughtUp(ctx context.Context, cfg *config.Config) error {
+	return waitCaughtUp(ctx, cfg, 100*time.Millisecond)
+}
+
+// waitCaughtUp is WaitCaughtUp looking every interval (the end-to-end
+// benchmark looks more often: its run takes well under a second).
+func waitCaughtUp(ctx context.Context, cfg *config.Config, every time.Duration) error {
 	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "verify")
 	if err != nil {
 		return err
@@ -207,7 +213,7 @@ func WaitCaughtUp(ctx context.Context, cfg *config.Config) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("streaming: not caught up: %s: %w", last, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }

@@ -280,20 +280,16 @@ func TestProgressRestoreFromCheckpointOlderThanIdlePurge(t *testing.T) {
 // must take the event into the window as well, not idle-advance past the
 // window's purge while the event still waits in the topic.
 //
-// It does not: the partition is restored (and its clock resumed) at
-// assignment, and ticks from then on, while the consumer's first fetch of
-// it may wait behind a long poll of other partitions (kgo's FetchMaxWait,
-// 5 s); with an idle timeout of seconds the idle advance purges the window
-// first and the event goes to the late topic. Safe for the batch (the
-// progress is true at its next_offset; the event gets a targeted
-// correction), but the stream's output then differs from an uninterrupted
-// run's. With kgo.FetchMaxWait(300ms) on the worker's session this test
-// passes.
+// The partition is restored (and its clock resumed) at assignment, while
+// the consumer's first fetch of it may wait behind a long poll of other
+// partitions (kgo's FetchMaxWait, 5 s); with an idle timeout of seconds a
+// tick in between would purge the window first and send the event to the
+// late topic. A restored partition holds its ticks until it is read to its
+// last stable offset as of the assignment (catchup.go).
 func TestStreamRestartDoesNotIdleAheadOfWaitingRecords(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	t.Skip("BUG: a restored partition idle-advances before the worker's first fetch of it returns, so events that waited within lateness go to the late topic")
 	cfg := raceConfig(t)
 	st, _ := cfg.StreamByName("payments")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -58,6 +58,9 @@ type Worker struct {
 	assigned   []tp
 	// started is when Run began: assignment logs say how long the join took.
 	started time.Time
+	// revokedSeen: partitions were revoked or lost since the transaction
+	// began (Run ends even an empty transaction then).
+	revokedSeen bool
 }
 
 type tp struct {
@@ -81,6 +84,18 @@ type partition struct {
 	// even if untouched (set on restore, so a new owner republishes the
 	// committed position before anything newer; progress.go).
 	progressDue bool
+	// readTo holds the partition's ticks after a restore: the last stable
+	// offset when it was assigned (0 once reached). Until the records
+	// before it are processed, a tick could idle-advance the watermark past
+	// windows that records waiting in the topic still belong to
+	// (catchup.go).
+	readTo int64
+	// fetched: records of the partition were processed since the last
+	// tick (the session is still delivering; no need to probe).
+	fetched bool
+	// probe, when not nil, brings the answer of the probe in flight
+	// (catchup.go).
+	probe chan probeResult
 
 	// Checkpoint and replay log (replaylog.go). log holds the committed
 	// entries since the checkpoint; this transaction's entry is tickAt and
@@ -100,9 +115,11 @@ type partition struct {
 	lastWall    time.Time
 
 	// Per-partition scratch, so that partitions are processed in parallel:
-	// the gate's per-record state and the output encoding buffer.
-	gate *event.Gate
-	buf  []byte
+	// the gate's per-record state, and the outputs' records and bytes
+	// (drainOutputs).
+	gate  *event.Gate
+	arena outArena
+	out   []*kgo.Record
 }
 
 // procNow is the partition's processing time at wall time now.
@@ -219,12 +236,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	// processed is committed, not left to the next owner to redo.
 	octx := context.WithoutCancel(ctx)
 	lastTick := time.Time{}
+	inTxn := false
 	for ctx.Err() == nil {
 		// One transaction gathers every poll for up to CommitInterval:
 		// fewer, larger transactions under load (each carries the touched
 		// partitions' snapshots), at most CommitInterval of latency when idle.
-		if err := sess.Begin(); err != nil {
-			return fmt.Errorf("streaming: begin: %w", err)
+		if !inTxn {
+			if err := sess.Begin(); err != nil {
+				return fmt.Errorf("streaming: begin: %w", err)
+			}
+			inTxn = true
 		}
 		w.restoreAssigned(ctx, sess)
 		// Outputs are produced as they are made, so their delivery
@@ -251,7 +272,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			lastTick = now
 			for _, part := range w.parts {
 				proc, ok := part.procNow(now)
-				if !ok {
+				if !ok || !w.caughtUp(ctx, part) {
 					continue
 				}
 				for _, so := range part.ops {
@@ -267,6 +288,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			// Abort: outputs, state and offsets of this iteration are
 			// discarded; the consumer rewinds and the operators reload the
 			// committed state.
+			inTxn, w.revokedSeen = false, false
 			w.abort(ctx, octx, sess)
 			continue
 		}
@@ -280,6 +302,17 @@ func (w *Worker) Run(ctx context.Context) error {
 				emit(w.progressRecords(part, now))
 			}
 		}
+		if produced.Load() == 0 && !stopping && !w.revokedSeen {
+			// Nothing to commit (no partition restored or fetched yet):
+			// the transaction stays open for the next round. Ending it
+			// would cost more than nothing: kgo's End of a transaction
+			// without offsets cannot tell that the broker fences
+			// rebalances (KIP-447) and holds the session for 500 ms. A
+			// revocation ends it, so the session's revoked state is reset
+			// before the next records are processed.
+			continue
+		}
+		inTxn, w.revokedSeen = false, false
 		// A record the broker refused must not be committed past: flush,
 		// and abort on any failure (End would commit the rest regardless).
 		ectx, cancel := context.WithTimeout(octx, w.cfg.Stream.TransactionTimeout)
@@ -339,6 +372,7 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 			for _, k := range l {
 				w.drop(k)
 			}
+			w.revokedSeen = true
 		default:
 			drained = true
 		}
@@ -358,11 +392,18 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 		if failed != nil || len(p.Records) == 0 {
 			return
 		}
-		part, err := w.partitionFor(ctx, tp{p.Topic, p.Partition}, p.Records[0].Offset)
+		k := tp{p.Topic, p.Partition}
+		_, had := w.parts[k]
+		part, err := w.partitionFor(ctx, k, p.Records[0].Offset)
 		if err != nil {
 			w.log.Error("cannot restore partition state; will retry", "topic", p.Topic, "partition", p.Partition, "err", err)
-			failed = &recordRef{tp{p.Topic, p.Partition}, p.Records[0].Offset}
+			failed = &recordRef{k, p.Records[0].Offset}
 			return
+		}
+		if !had {
+			// Restored by this fetch: its last stable offset is as new as
+			// the assignment.
+			part.holdTicks(p.LastStableOffset)
 		}
 		jobs = append(jobs, fetched{part, p.Records, p.HighWatermark})
 	})
@@ -370,15 +411,35 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 		return failed // the transaction aborts: processing the rest is wasted
 	}
 	now := w.now()
+	// At most parallelism goroutines take the partitions from a queue,
+	// chunkRecords records at a time, a partition going back to the end
+	// of the queue until its records are done: partitions of unequal size
+	// keep every goroutine busy to the end of the poll, and each
+	// partition's records run in order, on one goroutine at a time (the
+	// queue hands a partition over with a happens-before edge).
 	fails := make([]*recordRef, len(jobs))
-	sem := make(chan struct{}, w.parallelism)
+	queue := make(chan int, len(jobs))
+	for i := range jobs {
+		queue <- i
+	}
+	var left atomic.Int64
+	left.Store(int64(len(jobs)))
 	var wg sync.WaitGroup
-	for i, j := range jobs {
-		sem <- struct{}{}
+	for range min(w.parallelism, len(jobs)) {
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			fails[i] = w.processPartition(j, now, emit)
+			defer wg.Done()
+			for i := range queue {
+				done, fail := w.processChunk(&jobs[i], now, emit)
+				if !done {
+					queue <- i
+					continue
+				}
+				fails[i] = fail
+				if left.Add(-1) == 0 {
+					close(queue)
+				}
+			}
 		}()
 	}
 	wg.Wait()
@@ -390,6 +451,10 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 	return nil
 }
 
+// chunkRecords is how many records a partition processes before it goes
+// back to the queue (pollOnce).
+const chunkRecords = 1024
+
 // fetched is one partition's records of a poll.
 type fetched struct {
 	part *partition
@@ -397,30 +462,37 @@ type fetched struct {
 	hwm  int64
 }
 
-// processPartition runs one partition's fetched records through its
-// operators and hands the outputs to emit (safe for concurrent use). It
-// returns the record that failed processing, if any.
-func (w *Worker) processPartition(j fetched, now time.Time, emit func([]*kgo.Record)) *recordRef {
+// processChunk runs up to chunkRecords of the partition's fetched records
+// through its operators and hands the outputs to emit (safe for concurrent
+// use). done is true when no records are left or one failed; fail is the
+// record that failed processing, if any.
+func (w *Worker) processChunk(j *fetched, now time.Time, emit func([]*kgo.Record)) (done bool, fail *recordRef) {
 	part := j.part
-	for _, r := range j.recs {
+	n := min(len(j.recs), chunkRecords)
+	recs := j.recs[:n]
+	j.recs = j.recs[n:]
+	for _, r := range recs {
 		if r.Offset < part.next {
 			continue // already reflected in the restored state
 		}
 		out, ok := w.processRecord(part, r)
 		if !ok {
-			return &recordRef{part.tp, r.Offset}
+			return true, &recordRef{part.tp, r.Offset}
 		}
 		emit(out)
 		part.next = r.Offset + 1
 		part.sinceCkpt++
-		part.touched = true
+		part.touched, part.fetched = true, true
 		if r.Timestamp.After(part.lastArrival) {
 			part.lastArrival = r.Timestamp
 		}
 		part.lastWall = now
 	}
+	if len(j.recs) > 0 {
+		return false, nil
+	}
 	w.m.lag(part, j.hwm)
-	return nil
+	return true, nil
 }
 
 func (w *Worker) abort(ctx, octx context.Context, sess *kgo.GroupTransactSession) {
@@ -681,18 +753,32 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 		}
 		return nil
 	}
-	var out []*kgo.Record
+	// The records and their bytes come from the partition's arena, and
+	// the slice is the partition's: emit hands the records to the
+	// producer before the next drain.
+	out := part.out[:0]
+	a := &part.arena
 	for _, so := range part.ops {
 		for i := range so.out.Panes {
 			p := &so.out.Panes[i]
-			part.buf = p.AppendJSON(part.buf[:0])
-			out = append(out, &kgo.Record{Topic: w.cfg.Topics.Summaries, Key: []byte(p.RecordKey()), Value: append([]byte(nil), part.buf...)})
+			r := a.record(w.cfg.Topics.Summaries)
+			r.Key = a.appendString(p.RecordKey())
+			a.reserve(maxOutputJSON)
+			start := len(a.b)
+			a.b = p.AppendJSON(a.b)
+			r.Value = a.since(start)
+			out = append(out, r)
 			w.m.pane(so.cfg.Name, p.Timing)
 		}
 		for i := range so.out.Features {
 			f := so.out.Features[i].Event(so.cfg.Name, so.cfg.Rolling)
-			part.buf = f.AppendJSON(part.buf[:0])
-			out = append(out, &kgo.Record{Topic: w.cfg.Topics.Features, Key: []byte(f.Key), Value: append([]byte(nil), part.buf...)})
+			r := a.record(w.cfg.Topics.Features)
+			r.Key = a.appendString(f.Key)
+			a.reserve(maxOutputJSON)
+			start := len(a.b)
+			a.b = f.AppendJSON(a.b)
+			r.Value = a.since(start)
+			out = append(out, r)
 		}
 		for _, l := range so.out.Late {
 			if src == nil || l.Ref != src.Offset {
@@ -713,6 +799,7 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 		}
 		so.out.Reset()
 	}
+	part.out = out
 	return out
 }
 
@@ -851,24 +938,35 @@ func (w *Worker) restoreAssigned(ctx context.Context, sess *kgo.GroupTransactSes
 	}
 	fctx, cancel := context.WithTimeout(kadm.RequireStable(ctx), time.Second)
 	defer cancel()
-	offs, err := kadm.NewClient(sess.Client()).FetchOffsets(fctx, w.cfg.Stream.Group)
+	adm := kadm.NewClient(sess.Client())
+	offs, err := adm.FetchOffsets(fctx, w.cfg.Stream.Group)
+	var ends kadm.ListedOffsets
+	if err == nil {
+		// The last stable offsets, read after the assignment: ticks wait
+		// until the records before them are processed (catchup.go).
+		ends, err = adm.ListCommittedOffsets(fctx, topicsOf(due)...)
+	}
 	for _, k := range due {
 		var o kadm.OffsetResponse
-		found := false
+		var end kadm.ListedOffset
+		found, foundEnd := false, false
 		if err == nil {
 			o, found = offs.Lookup(k.topic, k.partition)
+			end, foundEnd = ends.Lookup(k.topic, k.partition)
 		}
 		switch {
-		case err != nil || (found && o.Err != nil):
+		case err != nil || (found && o.Err != nil) || (found && o.At >= 0 && (!foundEnd || end.Err != nil)):
 			w.eager[k] = now.Add(time.Second)
 		case !found || o.At < 0:
 			delete(w.eager, k) // nothing committed: nothing to restore
 		default:
-			if _, err := w.partitionFor(ctx, k, o.At); err != nil {
+			p, err := w.partitionFor(ctx, k, o.At)
+			if err != nil {
 				w.log.Debug("eager restore deferred", "topic", k.topic, "partition", k.partition, "err", err)
 				w.eager[k] = now.Add(time.Second)
 				continue
 			}
+			p.holdTicks(end.Offset)
 			delete(w.eager, k)
 		}
 	}

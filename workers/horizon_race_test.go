@@ -379,11 +379,12 @@ func TestHorizonWaitsWhileTheStreamIsDown(t *testing.T) {
 		t.Errorf("no correction of k1's window %s after the stream came back", ws.Format(time.TimeOnly))
 	}
 	// The stream took the waiting events into W (a late pane counting the
-	// redelivery too: corrected for duplicates) or, when its idle advance
-	// after the restart ran ahead of its first fetch
-	// (streaming.TestStreamRestartDoesNotIdleAheadOfWaitingRecords, a
-	// known bug), sent them to the late topic (corrected for events beyond
-	// lateness). Either way the highest version is the truth.
+	// redelivery too: corrected for duplicates; a restored partition does
+	// not tick before it is read to its last stable offset,
+	// streaming.TestStreamRestartDoesNotIdleAheadOfWaitingRecords) or,
+	// had they come after its idle advance, sent them to the late topic
+	// (corrected for events beyond lateness). Either way the highest
+	// version is the truth.
 	t.Logf("the stream's last pane of k1's window: v%d %s count %d", streamK1.Version, streamK1.Timing, streamK1.Count)
 	checkHighest(t, panes, s.Name, ws, end, map[string][2]float64{"k1": {3, 60}, "k2": {1, 5}})
 	progresscheck.Check(t, ctx, cfg)

@@ -65,14 +65,31 @@ func after(pts []point, t int64) int {
 	return lo
 }
 
-// rollAgg folds the points in (at − size, at] in event-time order: the one
-// definition of a rolling feature, used by the operator and RollingTruth.
+// rollWindow is the points in (at − size, at]: the one definition of a
+// rolling feature's window, used by the operator and RollingTruth.
+func rollWindow(pts []point, at, size int64) []point {
+	return pts[after(pts, subSat(at, size)):after(pts, at)]
+}
+
+// rollAgg folds the points in (at − size, at] in event-time order.
 func rollAgg(pts []point, at, size int64) event.Agg {
 	var a event.Agg
-	for _, p := range pts[after(pts, subSat(at, size)):after(pts, at)] {
+	for _, p := range rollWindow(pts, at, size) {
 		a.Add(p.v)
 	}
 	return a
+}
+
+// rollSum is the sum of w folded in order from zero: bit for bit the Sum
+// rollAgg computes over w, without the minimum and maximum a feature does
+// not carry (a hot key's window holds thousands of points, and the fold
+// runs once per event).
+func rollSum(w []point) float64 {
+	s := 0.0
+	for i := range w {
+		s += w[i].v
+	}
+	return s
 }
 
 // feature inserts r into its key's buffer and emits its rolling feature.
@@ -86,9 +103,9 @@ func (o *Operator) feature(r *Record, et int64, out *Out) {
 		k.prune(h)
 	}
 	k.insert(et, r.Value)
-	a := rollAgg(k.live(), et, o.roll)
+	w := rollWindow(k.live(), et, o.roll)
 	o.n.features++
-	f := Feature{Ref: r.Ref, ID: r.ID, Key: k.key, EventTime: ts(et), Count: a.Count, Sum: a.Sum, EmittedAt: ts(o.proc)}
+	f := Feature{Ref: r.Ref, ID: r.ID, Key: k.key, EventTime: ts(et), Count: int64(len(w)), Sum: rollSum(w), EmittedAt: ts(o.proc)}
 	if o.hasWM {
 		f.Watermark, f.HasWatermark = ts(o.wm), true
 	}

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -105,6 +106,27 @@ func TestStreamEqualsTruthWhenNothingIsLate(t *testing.T) {
 		p := last[event.WindowKey("s", w.Key, w.Start)]
 		if p.Count != w.Agg.Count || p.Sum != w.Agg.Sum || p.Min != w.Agg.Min || p.Max != w.Agg.Max {
 			t.Errorf("window %s %v: stream %+v, truth %+v", w.Key, w.Start, p, w.Agg)
+		}
+	}
+}
+
+// TestRollSumEqualsRollAgg: the operator's feature (len and rollSum of the
+// window) is bit for bit the count and sum RollingTruth folds, on windows
+// of random values whose float sums depend on the order of addition.
+func TestRollSumEqualsRollAgg(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := range 200 {
+		pts := make([]point, n)
+		for i := range pts {
+			pts[i] = point{int64(i / 3), (r.Float64() - 0.3) * math.Pow(10, float64(r.IntN(12)-4))}
+		}
+		for range 5 {
+			at, size := r.Int64N(int64(n/3+2)), r.Int64N(int64(n/3+2))+1
+			a := rollAgg(pts, at, size)
+			w := rollWindow(pts, at, size)
+			if s := rollSum(w); int64(len(w)) != a.Count || math.Float64bits(s) != math.Float64bits(a.Sum) {
+				t.Fatalf("%d points, window (%d, %d]: count %d sum %v, rollAgg %d %v", n, at-size, at, len(w), s, a.Count, a.Sum)
+			}
 		}
 	}
 }
