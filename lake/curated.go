@@ -261,7 +261,9 @@ func (l *Lake) curateDay(ctx context.Context, stream string, day time.Time, summ
 	}
 	defer unlock()
 
-	hourOf := func(r *SummaryRow) int { return int(floorDiv(r.WindowStart, microsPerHour) - floorDiv(day.UnixMicro(), microsPerHour)) }
+	hourOf := func(r *SummaryRow) int {
+		return int(floorDiv(r.WindowStart, microsPerHour) - floorDiv(day.UnixMicro(), microsPerHour))
+	}
 	touched := map[int]bool{}
 	for _, rs := range [][]SummaryRow{summaries, truth} {
 		for i := range rs {

@@ -165,6 +165,11 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 		upsert(ctx, SAStatus.ValueSet(StatusFailed))
 		return res, err
 	}
+	// After publishing, never before: curation must not delay a
+	// correction (docs/adr/0019-curated-tables.md).
+	if !in.DryRun && len(res.Files) > 0 && workflow.GetVersion(ctx, curateChangeID, workflow.DefaultVersion, 1) == 1 {
+		curateWindows(ctx, res.Files)
+	}
 	st.Status = resultStatus(res.Report)
 	st.Result = &res
 	upsert(ctx, SAStatus.ValueSet(st.Status), SACorrected.ValueSet(res.Report.Corrected), SAChecked.ValueSet(res.Report.Windows))
