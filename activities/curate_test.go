@@ -171,4 +171,3 @@ func topicTables(t *testing.T, f *truthFixture) (map[string]string, []string) {
 	slices.Sort(corrections)
 	return windows, corrections
 }
-
