@@ -16,6 +16,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/lake"
 )
@@ -37,6 +38,12 @@ func readmeQueries(t *testing.T, root string) []string {
 	if j := strings.Index(s, "\n## "); j >= 0 {
 		s = s[:j]
 	}
+	return sqlBlocks(s, root)
+}
+
+// sqlBlocks returns the ```sql blocks of markdown s, with the demo lake
+// path replaced by root.
+func sqlBlocks(s, root string) []string {
 	var out []string
 	for {
 		i := strings.Index(s, "```sql\n")
@@ -131,6 +138,23 @@ func curatedLake(t *testing.T) *lake.Lake {
 		}
 	}
 
+	// A rejected record, for the rejected table's query.
+	cfg, err := config.Load("", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, err := event.NewGate(cfg.Gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := l.NewRawWriter(lake.RawTable{Topic: topic, KeyPath: "data.id_perangkat", ValuePath: "data.suhu_c"}, gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := rw.WriteBatch(t.Context(), 2, []lake.RawRecord{{Offset: 0, Timestamp: start.Add(time.Hour), Value: []byte(`{"event_id":"not-a-uuid"}`)}}); err != nil || res.Rejected != 1 {
+		t.Fatalf("rejected: %+v, %v", res, err)
+	}
+
 	var panes, truth []event.Pane
 	at := start.Add(time.Hour)
 	for k := range 4 {
@@ -185,7 +209,7 @@ func curatedLake(t *testing.T) *lake.Lake {
 		Reason      string `parquet:"reason"`
 	}
 	for _, z := range []zrow{
-		{"9999078900001234", 1, 1, "mismatch", start.Add(time.Hour).UnixMicro(), "ofd total differs"},
+		{"9999078900001234", 1, 1, "mismatched", start.Add(time.Hour).UnixMicro(), "ofd total differs"},
 		{"9999078900001234", 1, 2, "matched", start.Add(2 * time.Hour).UnixMicro(), "late dwh part"},
 		{"9999078900001234", 2, 1, "matched", start.Add(3 * time.Hour).UnixMicro(), ""},
 	} {
@@ -294,5 +318,42 @@ func TestReadmeQueries(t *testing.T) {
 	if len(got) != 2 || got[0]["shift"] != int64(1) || got[0]["version"] != int64(2) || got[0]["status"] != "matched" ||
 		got[1]["shift"] != int64(2) || got[1]["version"] != int64(1) {
 		t.Errorf("latest Z-reports %v", got)
+	}
+}
+
+// TestLakeDocQueries runs every DuckDB query of docs/lake.md: each reads
+// its table without error and returns rows, and the windows table rebuilt
+// from the history at a time after every version equals the curated one.
+func TestLakeDocQueries(t *testing.T) {
+	l := curatedLake(t)
+	db := openDuckDB(t)
+	b, err := os.ReadFile("../../docs/lake.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := sqlBlocks(string(b), filepath.ToSlash(l.Root()))
+	if len(qs) < 9 {
+		t.Fatalf("docs/lake.md has %d SQL blocks", len(qs))
+	}
+	var asOf []map[string]any
+	for _, q := range qs {
+		got := runReadmeQuery(t, db, q)
+		if len(got) == 0 {
+			t.Errorf("no rows from\n%s", q)
+		}
+		if strings.Contains(q, "WITH v AS") {
+			asOf = got
+		}
+	}
+	ws := runReadmeQuery(t, db, qs[slices.IndexFunc(qs, func(q string) bool { return strings.Contains(q, "windows/**") })])
+	if len(asOf) != len(ws) || len(ws) == 0 {
+		t.Fatalf("as of now: %d windows, the windows table %d", len(asOf), len(ws))
+	}
+	for i, r := range asOf {
+		w := ws[i]
+		if r["key"] != w["key"] || r["window_start"] != w["window_start"] || r["count"] != w["count"] || r["version"] != w["version"] ||
+			r["status"] != w["status"] || r["updated_at"] != w["updated_at"] {
+			t.Errorf("window %d: from the history %v, the windows table %v", i, r, w)
+		}
 	}
 }
