@@ -155,10 +155,11 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 func runLakeWrite(ctx context.Context, cx *cmdContext) error {
 	dir := lakeFlag(cx)
 	topic := cx.fs.String("topic", "", "Kafka topic the records belong to (required)")
-	keyPath := cx.fs.String("key", "", "dotted envelope path of the key, e.g. data.id_perangkat (default: the configured stream of --topic)")
+	keyPath := cx.fs.String("key", "", "dotted envelope path of the key, e.g. data.id_perangkat (default: the configured stream of --topic); with it any event type is accepted, as by simulate")
 	valuePath := cx.fs.String("value", "", "dotted envelope path of the value, e.g. data.suhu_c (default: the configured stream of --topic)")
 	input := cx.fs.String("input", "", "JSONL file of envelopes with arrived_at (required; - for stdin)")
 	batch := cx.fs.Int("batch", 1_000_000, "lines per archived batch (one file per event hour per batch)")
+	batchBytes := cx.fs.Int("batch-bytes", 64<<20, "bytes of input per archived batch at most: memory is bounded by a batch, not by the input")
 	if err := cx.parse(); err != nil {
 		return err
 	}
@@ -175,8 +176,16 @@ func runLakeWrite(ctx context.Context, cx *cmdContext) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("%w: %s required", errUsage, strings.Join(missing, " and "))
 	}
-	if *batch <= 0 {
-		return fmt.Errorf("%w: --batch must be positive", errUsage)
+	if *batch <= 0 || *batchBytes <= 0 {
+		return fmt.Errorf("%w: --batch and --batch-bytes must be positive", errUsage)
+	}
+	// With --key the caller defines the table: any event type is accepted
+	// as `reckon simulate` accepts it (the envelope checks); types the
+	// configuration has rules for still get them, so a configured topic
+	// archives the same rows with or without --key.
+	gateOpts := cx.cfg.Gate
+	if *keyPath != "" {
+		gateOpts.AllowUnknownTypes = true
 	}
 	table := lake.RawTable{Topic: *topic, KeyPath: *keyPath, ValuePath: *valuePath}
 	for _, s := range cx.cfg.Streams {
@@ -197,7 +206,7 @@ func runLakeWrite(ctx context.Context, cx *cmdContext) error {
 	if err != nil {
 		return err
 	}
-	gate, err := event.NewGate(cx.cfg.Gate)
+	gate, err := event.NewGate(gateOpts)
 	if err != nil {
 		return err
 	}
@@ -214,16 +223,16 @@ func runLakeWrite(ctx context.Context, cx *cmdContext) error {
 		defer f.Close()
 		in = f
 	}
-	parser, err := event.NewGate(cx.cfg.Gate) // reads arrived_at; the writer's gate checks
+	parser, err := event.NewGate(gateOpts) // reads arrived_at; the writer's gate checks
 	if err != nil {
 		return err
 	}
-	maxLine := cx.cfg.Gate.MaxPayloadBytes
+	maxLine := gateOpts.MaxPayloadBytes
 	if maxLine <= 0 {
 		maxLine = event.DefaultMaxPayloadBytes
 	}
 	start := time.Now()
-	total, err := writeJSONL(ctx, w, parser, in, *batch, maxLine+1, cx.stdout)
+	total, err := writeJSONL(ctx, w, parser, in, jsonlBatch{Lines: *batch, Bytes: *batchBytes, MaxLine: maxLine + 1}, cx.stdout)
 	if err != nil {
 		return err
 	}
@@ -246,14 +255,27 @@ type lakeWriteTotals struct {
 	MaxIngestedAt                  time.Time
 }
 
+// jsonlBatch bounds the batches of writeJSONL.
+type jsonlBatch struct {
+	// Lines and Bytes end a batch at this many lines or once its lines
+	// hold this many bytes, whichever comes first.
+	Lines, Bytes int
+	// MaxLine is how many bytes of a line are kept: a longer line is kept
+	// truncated (the gate rejects it as oversized), so one line costs at
+	// most MaxLine bytes however long it is.
+	MaxLine int
+}
+
 // writeJSONL archives the lines of in as partition 0, offset = line number
-// (the first line is offset 1), in batches of batch lines. A line's ingest
+// (the first line is offset 1), in batches bounded by lim. A line's ingest
 // time is its arrived_at; a line without one (or not JSON at all) takes the
 // previous line's, or at the start of the file the first one found, so every
-// record gets a deterministic time and nothing is dropped. Lines longer than
-// maxLine bytes are kept truncated; the gate rejects them as oversized.
-func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in io.Reader, batch, maxLine int, out io.Writer) (lakeWriteTotals, error) {
+// record gets a deterministic time and nothing is dropped. Memory is
+// bounded by a batch (lim.Bytes plus one line of lim.MaxLine), not by the
+// input.
+func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in io.Reader, lim jsonlBatch, out io.Writer) (lakeWriteTotals, error) {
 	var tot lakeWriteTotals
+	batch, maxLine := lim.Lines, lim.MaxLine
 	r := bufio.NewReaderSize(in, 1<<20)
 	recs := make([]lake.RawRecord, 0, min(batch, 1<<16))
 	var arena []byte // the batch's lines, back to back
@@ -291,6 +313,7 @@ func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in i
 		if res.MaxIngestedAt.After(tot.MaxIngestedAt) {
 			tot.MaxIngestedAt = res.MaxIngestedAt
 		}
+		clear(recs) // the arena is reused; no record keeps a slice of it
 		recs, arena, ends = recs[:0], arena[:0], ends[:0]
 		return nil
 	}
@@ -328,7 +351,7 @@ func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in i
 		ends = append(ends, len(arena))
 		recs = append(recs, rec)
 		tot.Records++
-		if len(recs) == batch {
+		if len(recs) == batch || len(arena) >= lim.Bytes {
 			if err := flush(); err != nil {
 				return tot, err
 			}
