@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,7 +27,7 @@ var lakeSubcommands = []struct {
 }{
 	{"ls", "list tables, partitions, files, rows, bytes, time coverage and archive progress", runLakeLs},
 	{"write", "archive a JSONL file of envelopes (arrived_at = ingest time) like the archiver does", runLakeWrite},
-	{"query", "aggregate a topic per key and window (count, sum, min, max), deduplicated by event_id", runLakeQuery},
+	{"query", "aggregate a topic per key and window (count, sum, min, max), deduplicated by event_id, or read a stream's curated windows", runLakeQuery},
 	{"compact", "merge the small files of finalized hours into one file per partition", runLakeCompact},
 }
 
@@ -399,14 +400,15 @@ func trimLakeEOL(b []byte) []byte {
 // runLakeQuery prints one row per (key, window).
 func runLakeQuery(ctx context.Context, cx *cmdContext) error {
 	dir := lakeFlag(cx)
-	topic := cx.fs.String("topic", "", "topic of the raw table (required)")
+	topic := cx.fs.String("topic", "", "topic of the raw table to aggregate (this or --stream required)")
+	stream := cx.fs.String("stream", "", "read the curated windows table of this stream instead: each window's latest figure and its status, no scan of raw events")
 	fromS := cx.fs.String("from", "", "start of the event-time range, RFC 3339 or YYYY-MM-DD (required)")
 	toS := cx.fs.String("to", "", "end of the event-time range (exclusive), RFC 3339 or YYYY-MM-DD (required)")
 	var keys, types stringList
 	cx.fs.Var(&keys, "key", "only this key (repeatable)")
-	cx.fs.Var(&types, "event-type", "only this event type (repeatable)")
-	window := cx.fs.Duration("window", time.Hour, "window size; must divide 24h")
-	format := cx.fs.String("format", "table", "output format: table, csv or json (one object per line)")
+	cx.fs.Var(&types, "event-type", "only this event type (repeatable; not with --stream)")
+	window := cx.fs.Duration("window", time.Hour, "window size; must divide 24h (not with --stream: the stream's window)")
+	format := cx.fs.String("format", "table", "output format: table, csv, json (one object per line) or arrow (an Arrow IPC stream)")
 	stats := cx.fs.Bool("stats", false, "print scan statistics to stderr")
 	if err := cx.parse(); err != nil {
 		return err
@@ -415,8 +417,17 @@ func runLakeQuery(ctx context.Context, cx *cmdContext) error {
 		return err
 	}
 	var problems []string
-	if *topic == "" {
-		problems = append(problems, "--topic required")
+	switch {
+	case *topic == "" && *stream == "":
+		problems = append(problems, "--topic or --stream required")
+	case *topic != "" && *stream != "":
+		problems = append(problems, "--topic and --stream exclude each other")
+	case *stream != "":
+		cx.fs.Visit(func(f *flag.Flag) {
+			if f.Name == "window" || f.Name == "event-type" {
+				problems = append(problems, "--"+f.Name+" does not apply to --stream")
+			}
+		})
 	}
 	from, err := parseLakeTime(*fromS)
 	if err != nil {
@@ -427,9 +438,9 @@ func runLakeQuery(ctx context.Context, cx *cmdContext) error {
 		problems = append(problems, "--to: "+err.Error())
 	}
 	switch *format {
-	case "table", "csv", "json":
+	case "table", "csv", "json", "arrow":
 	default:
-		problems = append(problems, fmt.Sprintf("--format %q: want table, csv or json", *format))
+		problems = append(problems, fmt.Sprintf("--format %q: want table, csv, json or arrow", *format))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", errUsage, strings.Join(problems, "; "))
@@ -437,6 +448,9 @@ func runLakeQuery(ctx context.Context, cx *cmdContext) error {
 	l, err := openLake(cx, *dir)
 	if err != nil {
 		return err
+	}
+	if *stream != "" {
+		return queryLakeWindows(ctx, cx, l, *stream, from, to, keys, *format)
 	}
 	aggs, st, err := l.Aggregate(ctx, lake.Query{Topic: *topic, From: from, To: to, Keys: keys, EventTypes: types}, *window)
 	if errors.Is(err, lake.ErrBadQuery) || errors.Is(err, lake.ErrBadName) {
@@ -479,6 +493,9 @@ type lakeAggJSON struct {
 }
 
 func printLakeAggs(out io.Writer, format string, aggs []lake.WindowAgg) error {
+	if format == "arrow" {
+		return writeArrowAggs(out, aggs)
+	}
 	bw := bufio.NewWriter(out)
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	// Windows hold at least one event, so count is never 0.
