@@ -187,6 +187,8 @@ func TestTruthEndToEnd(t *testing.T) {
 	result := fmt.Sprintf("e2e: %d passed, %d failed", passed, failed)
 	t.Log(result)
 	lap("check")
+	checkCuratedAgrees(t, ctx, lk, obs, "payments")
+	lap("curated tables")
 
 	// Replay three days twice: progress shown; the second run publishes nothing.
 	day := dates[len(dates)-1]
