@@ -95,8 +95,7 @@ func PaneArchive(ctx workflow.Context, st PaneArchiveState) error {
 				return err
 			}
 			// The curated tables follow the panes just archived
-			// (docs/adr/0019-curated-tables.md); histories recorded before
-			// curation existed replay without the step.
+			// (docs/adr/0019-curated-tables.md).
 			if len(res.Files) > 0 && workflow.GetVersion(ctx, curateChangeID, workflow.DefaultVersion, 1) == 1 {
 				curateWindows(ctx, res.Files)
 			}
@@ -117,24 +116,5 @@ func PaneArchive(ctx workflow.Context, st PaneArchiveState) error {
 				return err
 			}
 		}
-	}
-}
-
-// curateChangeID versions the curation step of PaneArchive and Recompute.
-const curateChangeID = "curate-windows"
-
-// curateWindows brings the curated tables up to date with lake files just
-// written (activities.BatchTruth.CurateWindows). A curation that keeps
-// failing is logged, not fatal: the panes and truth rows are in the lake
-// and the publication is done; `reckon lake curate` rebuilds a day.
-func curateWindows(ctx workflow.Context, files []string) {
-	var a *activities.BatchTruth
-	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    2 * time.Minute,
-		ScheduleToCloseTimeout: 10 * time.Minute,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
-	})
-	if err := workflow.ExecuteActivity(cctx, a.CurateWindows, activities.CurateInput{Files: files}).Get(ctx, nil); err != nil {
-		workflow.GetLogger(ctx).Warn("curating the windows and corrections tables failed", "files", len(files), "error", err)
 	}
 }

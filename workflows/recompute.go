@@ -13,12 +13,13 @@ import (
 
 // Batch-truth workflow names (docs/adr/0008-batch-truth.md).
 const (
-	RecomputeWorkflow   = "Recompute"
-	ReconcileWorkflow   = "Reconcile"
-	ReplayWorkflow      = "Replay"
-	CorrectWorkflow     = "Correct"
-	LateWatchWorkflow   = "LateWatch"
-	PaneArchiveWorkflow = "PaneArchive"
+	RecomputeWorkflow    = "Recompute"
+	ReconcileWorkflow    = "Reconcile"
+	ReplayWorkflow       = "Replay"
+	CorrectWorkflow      = "Correct"
+	LateWatchWorkflow    = "LateWatch"
+	PaneArchiveWorkflow  = "PaneArchive"
+	CurateTablesWorkflow = "CurateTables"
 
 	// RecomputeQueryStatus returns a RecomputeStatus.
 	RecomputeQueryStatus = "status"
@@ -165,10 +166,11 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 		upsert(ctx, SAStatus.ValueSet(StatusFailed))
 		return res, err
 	}
-	// After publishing, never before: curation must not delay a
-	// correction (docs/adr/0019-curated-tables.md).
+	// After publishing, never before, and without waiting for it: a
+	// correction workflow starts its next recompute when this one returns
+	// (docs/adr/0019-curated-tables.md).
 	if !in.DryRun && len(res.Files) > 0 && workflow.GetVersion(ctx, curateChangeID, workflow.DefaultVersion, 1) == 1 {
-		curateWindows(ctx, res.Files)
+		startCurateTables(ctx, res.Files)
 	}
 	st.Status = resultStatus(res.Report)
 	st.Result = &res

@@ -181,6 +181,7 @@ func registerTruthWorkflows(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Correct, workflow.RegisterOptions{Name: workflows.CorrectWorkflow})
 	r.RegisterWorkflowWithOptions(workflows.LateWatch, workflow.RegisterOptions{Name: workflows.LateWatchWorkflow})
 	r.RegisterWorkflowWithOptions(workflows.PaneArchive, workflow.RegisterOptions{Name: workflows.PaneArchiveWorkflow})
+	r.RegisterWorkflowWithOptions(workflows.CurateTables, workflow.RegisterOptions{Name: workflows.CurateTablesWorkflow})
 }
 
 var day = time.Date(2026, 11, 7, 0, 0, 0, 0, time.UTC)
@@ -262,8 +263,8 @@ func TestRecomputeGivesUpAtTheBound(t *testing.T) {
 }
 
 // TestRecomputeCuratesAfterPublishing: a recompute that wrote truth rows
-// curates exactly those files once it has published; a dry run curates
-// nothing.
+// curates exactly those files once it has published, in a CurateTables
+// child it does not wait for; a dry run curates nothing.
 func TestRecomputeCuratesAfterPublishing(t *testing.T) {
 	for _, dry := range []bool{false, true} {
 		f := newFakeTruth()
@@ -271,6 +272,10 @@ func TestRecomputeCuratesAfterPublishing(t *testing.T) {
 		var order []string
 		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 			order = append(order, info.ActivityType.Name)
+		})
+		var children []string
+		env.SetOnChildWorkflowStartedListener(func(info *workflow.Info, _ workflow.Context, _ converter.EncodedValues) {
+			children = append(children, info.WorkflowType.Name)
 		})
 		env.ExecuteWorkflow(workflows.RecomputeWorkflow, workflows.RecomputeParams{Stream: "payments", From: day, To: day.Add(time.Hour), DryRun: dry})
 		if err := env.GetWorkflowError(); err != nil {
@@ -285,6 +290,10 @@ func TestRecomputeCuratesAfterPublishing(t *testing.T) {
 		}
 		if i := slices.Index(order, "CurateWindows"); !dry && (i < 0 || i < slices.Index(order, "RecomputeWindows")) {
 			t.Errorf("activities ran in order %v: curation must follow the publication", order)
+		}
+		// In its own workflow, so the recompute returns without waiting.
+		if want := []string{workflows.CurateTablesWorkflow}; !dry && !slices.Equal(children, want) {
+			t.Errorf("children %v, want %v", children, want)
 		}
 	}
 }
