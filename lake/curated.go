@@ -272,17 +272,18 @@ func (l *Lake) curateDay(ctx context.Context, stream string, day time.Time, summ
 			}
 		}
 	}
-	if rebuild {
-		// Hours curated before but without rows now are emptied too.
-		for _, dir := range []string{wdir, cdir} {
-			es, err := l.lakeFiles(ctx, dir)
-			if err != nil {
-				return res, fmt.Errorf("lake: curate: %w", err)
-			}
-			for _, e := range es {
-				if h, ok := curatedHourOf(e.name); ok {
-					touched[h] = true
-				}
+	// The day's curated files and their sizes, listed once.
+	sizes := map[string]int64{}
+	for _, dir := range []string{wdir, cdir} {
+		es, err := l.lakeFiles(ctx, dir)
+		if err != nil {
+			return res, fmt.Errorf("lake: curate: %w", err)
+		}
+		for _, e := range es {
+			sizes[joinKey(dir, e.name)] = e.size
+			if h, ok := curatedHourOf(e.name); ok && rebuild {
+				// Hours curated before but without rows now are emptied too.
+				touched[h] = true
 			}
 		}
 	}
@@ -298,7 +299,7 @@ func (l *Lake) curateDay(ctx context.Context, stream string, day time.Time, summ
 	for _, h := range hours {
 		st := &curatedHour{windows: map[curatedKey]*WindowRow{}, corrections: map[correctionKey]*CorrectionRow{}, checked: map[curatedKey]bool{}}
 		if !rebuild {
-			if err := l.readCuratedHour(ctx, wdir, cdir, h, st); err != nil {
+			if err := l.readCuratedHour(ctx, wdir, cdir, h, sizes, st); err != nil {
 				return res, err
 			}
 		}
@@ -436,8 +437,8 @@ func curatedHourOf(name string) (int, bool) {
 }
 
 // readCuratedHour loads an hour's windows and corrections files, if any.
-func (l *Lake) readCuratedHour(ctx context.Context, wdir, cdir string, hour int, st *curatedHour) error {
-	ws, meta, err := readCurated[WindowRow](ctx, l, joinKey(wdir, windowsFile(hour)))
+func (l *Lake) readCuratedHour(ctx context.Context, wdir, cdir string, hour int, sizes map[string]int64, st *curatedHour) error {
+	ws, meta, err := readCurated[WindowRow](ctx, l, joinKey(wdir, windowsFile(hour)), sizes)
 	if err != nil {
 		return err
 	}
@@ -458,7 +459,7 @@ func (l *Lake) readCuratedHour(ctx context.Context, wdir, cdir string, hour int,
 			st.checked[k] = true
 		}
 	}
-	cs, _, err := readCurated[CorrectionRow](ctx, l, joinKey(cdir, correctionsFile(hour)))
+	cs, _, err := readCurated[CorrectionRow](ctx, l, joinKey(cdir, correctionsFile(hour)), sizes)
 	if err != nil {
 		return err
 	}
@@ -470,18 +471,13 @@ func (l *Lake) readCuratedHour(ctx context.Context, wdir, cdir string, hour int,
 }
 
 // readCurated reads every row of a curated file and its checked-windows
-// metadata; a missing file is empty.
-func readCurated[T any](ctx context.Context, l *Lake, key string) ([]T, string, error) {
-	dir, name := key[:strings.LastIndexByte(key, '/')], key[strings.LastIndexByte(key, '/')+1:]
-	es, err := l.store.list(ctx, dir)
-	if err != nil {
-		return nil, "", fmt.Errorf("lake: curate: %w", err)
-	}
-	i := slices.IndexFunc(es, func(e entry) bool { return e.name == name && !e.dir })
-	if i < 0 {
+// metadata; a file not in sizes (the day's listing) is empty.
+func readCurated[T any](ctx context.Context, l *Lake, key string, sizes map[string]int64) ([]T, string, error) {
+	size, ok := sizes[key]
+	if !ok {
 		return nil, "", nil
 	}
-	f, pf, err := l.openParquet(ctx, key, es[i].size)
+	f, pf, err := l.openParquet(ctx, key, size)
 	if err != nil {
 		return nil, "", err
 	}
