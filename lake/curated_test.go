@@ -236,6 +236,22 @@ func testCurateIncrementally(t *testing.T, opts Options) {
 		t.Errorf("statuses %v: the history should make every status", statuses)
 	}
 
+	// `reckon lake ls` lists the curated tables.
+	inv, err := l.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantW, wantC := curatedOracle(published, checked)
+	rows := map[string]int64{}
+	for _, ti := range inv.Tables {
+		if ti.Name == stream {
+			rows[ti.Table] = ti.Rows
+		}
+	}
+	if rows[WindowsDir] != int64(len(wantW)) || rows[CorrectionsDir] != int64(len(wantC)) || rows[TruthDir] == 0 {
+		t.Errorf("ls rows %v, want %d windows and %d corrections", rows, len(wantW), len(wantC))
+	}
+
 	for _, d := range []time.Time{day.Add(-24 * time.Hour), day} {
 		if _, err := l.RebuildCurated(t.Context(), stream, d); err != nil {
 			t.Fatal(err)
