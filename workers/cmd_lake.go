@@ -29,6 +29,7 @@ var lakeSubcommands = []struct {
 	{"write", "archive a JSONL file of envelopes (arrived_at = ingest time) like the archiver does", runLakeWrite},
 	{"query", "aggregate a topic per key and window (count, sum, min, max), deduplicated by event_id, or read a stream's curated windows", runLakeQuery},
 	{"compact", "merge the small files of finalized hours into one file per partition", runLakeCompact},
+	{"curate", "rebuild a stream's curated windows and corrections tables of one window date from its history", runLakeCurate},
 }
 
 // runLake dispatches `reckon lake <subcommand>`.
@@ -50,7 +51,7 @@ func runLake(ctx context.Context, cx *cmdContext) error {
 			return s.run(ctx, cx)
 		}
 	}
-	return fmt.Errorf("%w: unknown subcommand %q (ls, write, query, compact)", errUsage, cx.args[0])
+	return fmt.Errorf("%w: unknown subcommand %q (ls, write, query, compact, curate)", errUsage, cx.args[0])
 }
 
 // lakeFlag registers --lake; openLake opens it after cx.parse.

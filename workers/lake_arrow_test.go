@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,7 +65,7 @@ func readArrowStream(t *testing.T, b []byte) (*arrow.Schema, []map[string]any) {
 // TestLakeQueryArrow: --format arrow writes an Arrow IPC stream that
 // arrow-go's reader reads back with typed columns (timestamps in µs UTC)
 // and the same rows as --format json, for an aggregate of a topic and for
-// a stream's curated windows.
+// a stream's curated windows (--stream), which `lake curate` rebuilds.
 func TestLakeQueryArrow(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "lake")
 	lines := []string{
@@ -109,6 +110,20 @@ func TestLakeQueryArrow(t *testing.T) {
 	compareArrowJSON(t, mustLake(t, "", append(query, "--format", "arrow")...), jsonOut, 3, 13)
 	if code, _, errs := lakeMain(t, "", "query", "--lake", root, "--stream", "suhu", "--window", "1h", "--from", "2026-11-07", "--to", "2026-11-08"); code != 2 || !strings.Contains(errs, "--window does not apply to --stream") {
 		t.Errorf("--stream with --window: exit %d: %s", code, errs)
+	}
+
+	// `lake curate` rebuilds a lost day from the history.
+	if err := os.RemoveAll(filepath.Join(root, "windows")); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustLake(t, "", "query", "--lake", root, "--stream", "suhu", "--from", "2026-11-07", "--to", "2026-11-08", "--format", "json"); out != "" {
+		t.Fatalf("windows table still there:\n%s", out)
+	}
+	if out := mustLake(t, "", "curate", "--lake", root, "--stream", "suhu", "--date", "2026-11-07"); !strings.Contains(out, "suhu 2026-11-07: 3 windows, 2 corrections") {
+		t.Errorf("lake curate:\n%s", out)
+	}
+	if out := mustLake(t, "", append(query, "--format", "json")...); out != jsonOut {
+		t.Errorf("after lake curate:\n%s\nwant:\n%s", out, jsonOut)
 	}
 }
 

@@ -110,3 +110,38 @@ func printLakeWindows(out io.Writer, format string, ws []lake.WindowRow) error {
 	}
 	return bw.Flush()
 }
+
+// runLakeCurate rebuilds the curated tables of one stream and window date
+// from the whole summaries and truth tables (lake.Lake.RebuildCurated):
+// the repair when a curation failed for good.
+func runLakeCurate(ctx context.Context, cx *cmdContext) error {
+	dir := lakeFlag(cx)
+	stream := cx.fs.String("stream", "", "stream whose windows and corrections tables to rebuild (required)")
+	dateS := cx.fs.String("date", "", "UTC window date YYYY-MM-DD (required)")
+	if err := cx.parse(); err != nil {
+		return err
+	}
+	if err := lakeNoArgs(cx); err != nil {
+		return err
+	}
+	date, err := time.Parse(time.DateOnly, *dateS)
+	if *stream == "" || err != nil {
+		return fmt.Errorf("%w: --stream and --date YYYY-MM-DD required", errUsage)
+	}
+	l, err := openLake(cx, *dir)
+	if err != nil {
+		return err
+	}
+	res, err := l.RebuildCurated(ctx, *stream, date)
+	if errors.Is(err, lake.ErrBadName) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	for _, f := range res.Files {
+		fmt.Fprintln(cx.stdout, f)
+	}
+	fmt.Fprintf(cx.stdout, "%s %s: %d windows, %d corrections\n", *stream, *dateS, res.Windows, res.Corrections)
+	return nil
+}

@@ -17,8 +17,8 @@ const curateChangeID = "curate-windows"
 // curateWindows brings the curated windows and corrections tables up to
 // date with lake files just written (activities.BatchTruth.CurateWindows,
 // docs/adr/0019-curated-tables.md). A curation that keeps failing is
-// logged, not fatal: the panes and truth rows are in the lake and
-// lake.Lake.RebuildCurated rebuilds a day.
+// logged, not fatal: the panes and truth rows are in the lake and `reckon
+// lake curate` rebuilds a day.
 func curateWindows(ctx workflow.Context, files []string) {
 	var a *activities.BatchTruth
 	cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
