@@ -226,6 +226,11 @@ func parsePaneFile(key string) (table, stream, date string, ok bool) {
 type curatedHour struct {
 	windows     map[curatedKey]*WindowRow
 	corrections map[correctionKey]*CorrectionRow
+	// wOrder and cOrder list the keys of windows and corrections in file
+	// order, then new ones: the files come sorted, so writing them back
+	// sorts only what a step added.
+	wOrder []curatedKey
+	cOrder []correctionKey
 	// checked lists windows the truth table holds a row for but the
 	// summaries table had no version of yet (a recompute read it from the
 	// topic's unarchived tail): they become final when their pane arrives.
@@ -384,6 +389,7 @@ func (st *curatedHour) addVersion(r *SummaryRow) {
 				c.PrevComputedBy, c.PrevEmittedAt = &p.ComputedBy, &p.EmittedAt
 			}
 			st.corrections[ck] = c
+			st.cOrder = append(st.cOrder, ck)
 		}
 	}
 	if cur != nil && (cur.Version > r.Version || cur.Version == r.Version && cur.EmittedAt >= r.EmittedAt) {
@@ -395,6 +401,9 @@ func (st *curatedHour) addVersion(r *SummaryRow) {
 		Count: r.Count, Sum: r.Sum, Min: r.Min, Max: r.Max, Version: r.Version, Timing: r.Timing,
 		ComputedBy: r.ComputedBy, Watermark: r.Watermark, EmittedAt: r.EmittedAt, Reason: r.Reason, UpdatedAt: r.EmittedAt}
 	w.Status = windowStatus(w.ComputedBy, checked)
+	if cur == nil {
+		st.wOrder = append(st.wOrder, k)
+	}
 	st.windows[k] = w
 }
 
@@ -444,7 +453,9 @@ func (l *Lake) readCuratedHour(ctx context.Context, wdir, cdir string, hour int,
 	}
 	for i := range ws {
 		w := &ws[i]
-		st.windows[curatedKey{w.Key, w.WindowStart}] = w
+		k := curatedKey{w.Key, w.WindowStart}
+		st.windows[k] = w
+		st.wOrder = append(st.wOrder, k)
 	}
 	if meta != "" {
 		var checked [][2]json.RawMessage
@@ -465,7 +476,9 @@ func (l *Lake) readCuratedHour(ctx context.Context, wdir, cdir string, hour int,
 	}
 	for i := range cs {
 		c := &cs[i]
-		st.corrections[correctionKey{curatedKey{c.Key, c.WindowStart}, c.Version}] = c
+		k := correctionKey{curatedKey{c.Key, c.WindowStart}, c.Version}
+		st.corrections[k] = c
+		st.cOrder = append(st.cOrder, k)
 	}
 	return nil
 }
@@ -498,15 +511,18 @@ func readCurated[T any](ctx context.Context, l *Lake, key string, sizes map[stri
 func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int, st *curatedHour) (CurateResult, error) {
 	var res CurateResult
 	ws := make([]WindowRow, 0, len(st.windows))
-	for _, w := range st.windows {
-		ws = append(ws, *w)
+	for _, k := range st.wOrder {
+		ws = append(ws, *st.windows[k])
 	}
-	slices.SortFunc(ws, func(a, b WindowRow) int {
+	cmpWindows := func(a, b WindowRow) int {
 		if c := strings.Compare(a.Key, b.Key); c != 0 {
 			return c
 		}
 		return cmpInt64(a.WindowStart, b.WindowStart)
-	})
+	}
+	if !slices.IsSortedFunc(ws, cmpWindows) {
+		slices.SortFunc(ws, cmpWindows)
+	}
 	var checked [][2]any
 	for k := range st.checked {
 		checked = append(checked, [2]any{k.key, k.start})
@@ -540,10 +556,10 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 		return res, nil
 	}
 	cs := make([]CorrectionRow, 0, len(st.corrections))
-	for _, c := range st.corrections {
-		cs = append(cs, *c)
+	for _, k := range st.cOrder {
+		cs = append(cs, *st.corrections[k])
 	}
-	slices.SortFunc(cs, func(a, b CorrectionRow) int {
+	cmpCorrections := func(a, b CorrectionRow) int {
 		if c := strings.Compare(a.Key, b.Key); c != 0 {
 			return c
 		}
@@ -551,7 +567,10 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 			return c
 		}
 		return cmpInt64(a.Version, b.Version)
-	})
+	}
+	if !slices.IsSortedFunc(cs, cmpCorrections) {
+		slices.SortFunc(cs, cmpCorrections)
+	}
 	key = joinKey(cdir, correctionsFile(hour))
 	if _, err := l.store.put(ctx, key, func(out io.Writer) error {
 		w := parquet.NewGenericWriter[CorrectionRow](out, l.writerOptions(summarySorting...)...)
