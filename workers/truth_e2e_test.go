@@ -263,6 +263,7 @@ func TestTruthEndToEnd(t *testing.T) {
 			"reconcile_history.json":                workflows.ReconcileWorkflowID(dates[0]),
 			"recompute_history.json":                workflows.ReconcileWorkflowID(dates[0]) + "/payments",
 			"recompute_targeted_history.json":       workflows.CorrectWorkflowID("payments") + "/1",
+			"recompute_curate_tables_history.json":  workflows.CorrectWorkflowID("payments") + "/1/curate",
 			"recompute_correct_stream_history.json": workflows.CorrectWorkflowID("payments"),
 			"replay_history.json":                   workflows.ReplayWorkflowID(from, day, nil, false),
 		} {
