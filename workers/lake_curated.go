@@ -2,6 +2,7 @@ package workers
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -35,19 +36,9 @@ func queryLakeWindows(ctx context.Context, cx *cmdContext, l *lake.Lake, stream 
 		if c := strings.Compare(a.Key, b.Key); c != 0 {
 			return c
 		}
-		return cmpMicros(a.WindowStart, b.WindowStart)
+		return cmp.Compare(a.WindowStart, b.WindowStart)
 	})
 	return printLakeWindows(cx.stdout, format, ws)
-}
-
-func cmpMicros(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // lakeWindowJSON is one line of `lake query --stream --format json`.
