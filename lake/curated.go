@@ -269,11 +269,27 @@ func (l *Lake) curateDay(ctx context.Context, stream string, day time.Time, summ
 	hourOf := func(r *SummaryRow) int {
 		return int(floorDiv(r.WindowStart, microsPerHour) - floorDiv(day.UnixMicro(), microsPerHour))
 	}
-	touched := map[int]bool{}
-	for _, rs := range [][]SummaryRow{summaries, truth} {
+	// Versions in publication order per window, so each correction finds
+	// the version it replaced as the window's latest; then the rows of
+	// each hour of the day.
+	slices.SortFunc(summaries, compareVersions)
+	type hourRows struct{ versions, checks []*SummaryRow }
+	touched := map[int]*hourRows{}
+	for t, rs := range [][]SummaryRow{summaries, truth} {
 		for i := range rs {
-			if r := &rs[i]; r.Stream == stream && floorDiv(r.WindowStart, microsPerDay)*microsPerDay == day.UnixMicro() {
-				touched[hourOf(r)] = true
+			r := &rs[i]
+			if r.Stream != stream || floorDiv(r.WindowStart, microsPerDay)*microsPerDay != day.UnixMicro() {
+				continue
+			}
+			hr := touched[hourOf(r)]
+			if hr == nil {
+				hr = &hourRows{}
+				touched[hourOf(r)] = hr
+			}
+			if t == 0 {
+				hr.versions = append(hr.versions, r)
+			} else {
+				hr.checks = append(hr.checks, r)
 			}
 		}
 	}
@@ -286,9 +302,9 @@ func (l *Lake) curateDay(ctx context.Context, stream string, day time.Time, summ
 		}
 		for _, e := range es {
 			sizes[joinKey(dir, e.name)] = e.size
-			if h, ok := curatedHourOf(e.name); ok && rebuild {
+			if h, ok := curatedHourOf(e.name); ok && rebuild && touched[h] == nil {
 				// Hours curated before but without rows now are emptied too.
-				touched[h] = true
+				touched[h] = &hourRows{}
 			}
 		}
 	}
@@ -298,9 +314,6 @@ func (l *Lake) curateDay(ctx context.Context, stream string, day time.Time, summ
 	}
 	slices.Sort(hours)
 
-	// Versions in publication order per window, so each correction finds
-	// the version it replaced as the window's latest.
-	slices.SortFunc(summaries, compareVersions)
 	for _, h := range hours {
 		st := &curatedHour{windows: map[curatedKey]*WindowRow{}, corrections: map[correctionKey]*CorrectionRow{}, checked: map[curatedKey]bool{}}
 		if !rebuild {
@@ -308,17 +321,13 @@ func (l *Lake) curateDay(ctx context.Context, stream string, day time.Time, summ
 				return res, err
 			}
 		}
-		for i := range summaries {
-			if r := &summaries[i]; r.Stream == stream && hourOf(r) == h {
-				st.addVersion(r)
-			}
+		for _, r := range touched[h].versions {
+			st.addVersion(r)
 		}
-		for i := range truth {
-			if r := &truth[i]; r.Stream == stream && hourOf(r) == h {
-				st.addChecked(curatedKey{r.Key, r.WindowStart})
-			}
+		for _, r := range touched[h].checks {
+			st.addChecked(curatedKey{r.Key, r.WindowStart})
 		}
-		r, err := l.writeCuratedHour(ctx, wdir, cdir, h, st)
+		r, err := l.writeCuratedHour(ctx, wdir, cdir, h, sizes, st)
 		res.add(r)
 		if err != nil {
 			return res, err
@@ -507,8 +516,10 @@ func readCurated[T any](ctx context.Context, l *Lake, key string, sizes map[stri
 }
 
 // writeCuratedHour writes an hour's windows and corrections files, sorted
-// by key and window_start (then version), atomically each.
-func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int, st *curatedHour) (CurateResult, error) {
+// by key and window_start (then version), atomically each; an hour without
+// corrections gets a corrections file only to replace one it had (sizes:
+// the day's listing).
+func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int, sizes map[string]int64, st *curatedHour) (CurateResult, error) {
 	var res CurateResult
 	ws := make([]WindowRow, 0, len(st.windows))
 	for _, k := range st.wOrder {
@@ -552,7 +563,7 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 		return res, err
 	}
 	res.Files, res.Windows = append(res.Files, key), int64(len(ws))
-	if len(st.corrections) == 0 {
+	if _, had := sizes[joinKey(cdir, correctionsFile(hour))]; len(st.corrections) == 0 && !had {
 		return res, nil
 	}
 	cs := make([]CorrectionRow, 0, len(st.corrections))

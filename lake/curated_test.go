@@ -3,6 +3,8 @@ package lake
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -267,5 +269,43 @@ func TestCurateIgnoresOtherFiles(t *testing.T) {
 	res, err := l.Curate(t.Context(), []string{"raw/topic=t/event_date=2026-11-07/event_hour=08/t-0-0-1.parquet", "windows/stream=s/window_date=2026-11-07/windows-00.parquet", "summaries/x"})
 	if err != nil || len(res.Files) != 0 {
 		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// TestRebuildCuratedReplacesEverything: a rebuild starts from nothing, so
+// windows and corrections the history no longer holds disappear (their
+// hour files are emptied, not left behind).
+func TestRebuildCuratedReplacesEverything(t *testing.T) {
+	root := t.TempDir()
+	l := mustOpen(t, Options{Root: root})
+	ws := time.Date(2026, 11, 7, 8, 0, 0, 0, time.UTC)
+	pane := func(key string, v int64, by string) event.Pane {
+		return event.Pane{Stream: "s", Key: key, WindowStart: ws, WindowEnd: ws.Add(time.Minute), Count: v, Version: v, ComputedBy: by, EmittedAt: ws.Add(time.Duration(v) * time.Minute)}
+	}
+	fs, err := l.WritePanes(t.Context(), "s", "old", []event.Pane{pane("a", 1, event.ComputedByStream), pane("a", 2, event.ComputedByBatch)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Curate(t.Context(), []string{fs[0].Path}); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := l.ReadCorrections(t.Context(), "s", ws, ws.Add(time.Hour)); err != nil || len(cs) != 1 {
+		t.Fatalf("corrections %d, %v", len(cs), err)
+	}
+	if err := os.Remove(filepath.Join(root, filepath.FromSlash(fs[0].Path))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WritePanes(t.Context(), "s", "new", []event.Pane{pane("b", 1, event.ComputedByStream)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.RebuildCurated(t.Context(), "s", ws); err != nil {
+		t.Fatal(err)
+	}
+	w, err := l.ReadWindows(t.Context(), "s", ws, ws.Add(time.Hour))
+	if err != nil || len(w) != 1 || w[0].Key != "b" || w[0].Status != StatusProvisional {
+		t.Errorf("windows %+v, %v", w, err)
+	}
+	if cs, err := l.ReadCorrections(t.Context(), "s", ws, ws.Add(time.Hour)); err != nil || len(cs) != 0 {
+		t.Errorf("corrections %+v, %v", cs, err)
 	}
 }
