@@ -14,7 +14,12 @@
 //	raw_dropped/topic=<t>/event_date=YYYY-MM-DD/event_hour=HH/<t>-c<generation>.parquet
 //	rejected/topic=<t>/ingest_date=YYYY-MM-DD/<t>-<partition>-<firstOffset>-<lastOffset>.parquet
 //	summaries/stream=<s>/window_date=YYYY-MM-DD/<name>.parquet
+//	truth/stream=<s>/window_date=YYYY-MM-DD/<name>.parquet
+//	windows/stream=<s>/window_date=YYYY-MM-DD/windows-HH.parquet      (curated)
+//	corrections/stream=<s>/window_date=YYYY-MM-DD/corrections-HH.parquet (curated)
 //	_progress/topic=<t>/partition=<p>.json
+//
+// docs/lake.md documents every table for analysts.
 //
 // Names starting with "." or "_" are hidden: temporary files while a write
 // is in flight and the progress files. DuckDB, Spark and pandas globs such as

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,8 +27,9 @@ var lakeSubcommands = []struct {
 }{
 	{"ls", "list tables, partitions, files, rows, bytes, time coverage and archive progress", runLakeLs},
 	{"write", "archive a JSONL file of envelopes (arrived_at = ingest time) like the archiver does", runLakeWrite},
-	{"query", "aggregate a topic per key and window (count, sum, min, max), deduplicated by event_id", runLakeQuery},
+	{"query", "aggregate a topic per key and window (count, sum, min, max), deduplicated by event_id, or read a stream's curated windows", runLakeQuery},
 	{"compact", "compact hours as closed: merged across partitions, redeliveries dropped to raw_dropped/ (the compaction workflow does it continuously)", runLakeCompact},
+	{"curate", "rebuild a stream's curated windows and corrections tables of one window date from its history", runLakeCurate},
 }
 
 // runLake dispatches `reckon lake <subcommand>`.
@@ -49,7 +51,7 @@ func runLake(ctx context.Context, cx *cmdContext) error {
 			return s.run(ctx, cx)
 		}
 	}
-	return fmt.Errorf("%w: unknown subcommand %q (ls, write, query, compact)", errUsage, cx.args[0])
+	return fmt.Errorf("%w: unknown subcommand %q (ls, write, query, compact, curate)", errUsage, cx.args[0])
 }
 
 // lakeFlag registers --lake; openLake opens it after cx.parse.
@@ -155,10 +157,11 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 func runLakeWrite(ctx context.Context, cx *cmdContext) error {
 	dir := lakeFlag(cx)
 	topic := cx.fs.String("topic", "", "Kafka topic the records belong to (required)")
-	keyPath := cx.fs.String("key", "", "dotted envelope path of the key, e.g. data.id_perangkat (default: the configured stream of --topic)")
+	keyPath := cx.fs.String("key", "", "dotted envelope path of the key, e.g. data.id_perangkat (default: the configured stream of --topic); with it any event type is accepted, as by simulate")
 	valuePath := cx.fs.String("value", "", "dotted envelope path of the value, e.g. data.suhu_c (default: the configured stream of --topic)")
 	input := cx.fs.String("input", "", "JSONL file of envelopes with arrived_at (required; - for stdin)")
 	batch := cx.fs.Int("batch", 1_000_000, "lines per archived batch (one file per event hour per batch)")
+	batchBytes := cx.fs.Int("batch-bytes", 64<<20, "bytes of input per archived batch at most: memory is bounded by a batch, not by the input")
 	if err := cx.parse(); err != nil {
 		return err
 	}
@@ -175,8 +178,16 @@ func runLakeWrite(ctx context.Context, cx *cmdContext) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("%w: %s required", errUsage, strings.Join(missing, " and "))
 	}
-	if *batch <= 0 {
-		return fmt.Errorf("%w: --batch must be positive", errUsage)
+	if *batch <= 0 || *batchBytes <= 0 {
+		return fmt.Errorf("%w: --batch and --batch-bytes must be positive", errUsage)
+	}
+	// With --key the caller defines the table: any event type is accepted
+	// as `reckon simulate` accepts it (the envelope checks); types the
+	// configuration has rules for still get them, so a configured topic
+	// archives the same rows with or without --key.
+	gateOpts := cx.cfg.Gate
+	if *keyPath != "" {
+		gateOpts.AllowUnknownTypes = true
 	}
 	table := lake.RawTable{Topic: *topic, KeyPath: *keyPath, ValuePath: *valuePath}
 	for _, s := range cx.cfg.Streams {
@@ -197,7 +208,7 @@ func runLakeWrite(ctx context.Context, cx *cmdContext) error {
 	if err != nil {
 		return err
 	}
-	gate, err := event.NewGate(cx.cfg.Gate)
+	gate, err := event.NewGate(gateOpts)
 	if err != nil {
 		return err
 	}
@@ -214,16 +225,16 @@ func runLakeWrite(ctx context.Context, cx *cmdContext) error {
 		defer f.Close()
 		in = f
 	}
-	parser, err := event.NewGate(cx.cfg.Gate) // reads arrived_at; the writer's gate checks
+	parser, err := event.NewGate(gateOpts) // reads arrived_at; the writer's gate checks
 	if err != nil {
 		return err
 	}
-	maxLine := cx.cfg.Gate.MaxPayloadBytes
+	maxLine := gateOpts.MaxPayloadBytes
 	if maxLine <= 0 {
 		maxLine = event.DefaultMaxPayloadBytes
 	}
 	start := time.Now()
-	total, err := writeJSONL(ctx, w, parser, in, *batch, maxLine+1, cx.stdout)
+	total, err := writeJSONL(ctx, w, parser, in, jsonlBatch{Lines: *batch, Bytes: *batchBytes, MaxLine: maxLine + 1}, cx.stdout)
 	if err != nil {
 		return err
 	}
@@ -246,14 +257,27 @@ type lakeWriteTotals struct {
 	MaxIngestedAt                  time.Time
 }
 
+// jsonlBatch bounds the batches of writeJSONL.
+type jsonlBatch struct {
+	// Lines and Bytes end a batch at this many lines or once its lines
+	// hold this many bytes, whichever comes first.
+	Lines, Bytes int
+	// MaxLine is how many bytes of a line are kept: a longer line is kept
+	// truncated (the gate rejects it as oversized), so one line costs at
+	// most MaxLine bytes however long it is.
+	MaxLine int
+}
+
 // writeJSONL archives the lines of in as partition 0, offset = line number
-// (the first line is offset 1), in batches of batch lines. A line's ingest
+// (the first line is offset 1), in batches bounded by lim. A line's ingest
 // time is its arrived_at; a line without one (or not JSON at all) takes the
 // previous line's, or at the start of the file the first one found, so every
-// record gets a deterministic time and nothing is dropped. Lines longer than
-// maxLine bytes are kept truncated; the gate rejects them as oversized.
-func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in io.Reader, batch, maxLine int, out io.Writer) (lakeWriteTotals, error) {
+// record gets a deterministic time and nothing is dropped. Memory is
+// bounded by a batch (lim.Bytes plus one line of lim.MaxLine), not by the
+// input.
+func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in io.Reader, lim jsonlBatch, out io.Writer) (lakeWriteTotals, error) {
 	var tot lakeWriteTotals
+	batch, maxLine := lim.Lines, lim.MaxLine
 	r := bufio.NewReaderSize(in, 1<<20)
 	recs := make([]lake.RawRecord, 0, min(batch, 1<<16))
 	var arena []byte // the batch's lines, back to back
@@ -291,6 +315,7 @@ func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in i
 		if res.MaxIngestedAt.After(tot.MaxIngestedAt) {
 			tot.MaxIngestedAt = res.MaxIngestedAt
 		}
+		clear(recs) // the arena is reused; no record keeps a slice of it
 		recs, arena, ends = recs[:0], arena[:0], ends[:0]
 		return nil
 	}
@@ -328,7 +353,7 @@ func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in i
 		ends = append(ends, len(arena))
 		recs = append(recs, rec)
 		tot.Records++
-		if len(recs) == batch {
+		if len(recs) == batch || len(arena) >= lim.Bytes {
 			if err := flush(); err != nil {
 				return tot, err
 			}
@@ -376,14 +401,15 @@ func trimLakeEOL(b []byte) []byte {
 // runLakeQuery prints one row per (key, window).
 func runLakeQuery(ctx context.Context, cx *cmdContext) error {
 	dir := lakeFlag(cx)
-	topic := cx.fs.String("topic", "", "topic of the raw table (required)")
+	topic := cx.fs.String("topic", "", "topic of the raw table to aggregate (this or --stream required)")
+	stream := cx.fs.String("stream", "", "read the curated windows table of this stream instead: each window's latest figure and its status, no scan of raw events")
 	fromS := cx.fs.String("from", "", "start of the event-time range, RFC 3339 or YYYY-MM-DD (required)")
 	toS := cx.fs.String("to", "", "end of the event-time range (exclusive), RFC 3339 or YYYY-MM-DD (required)")
 	var keys, types stringList
 	cx.fs.Var(&keys, "key", "only this key (repeatable)")
-	cx.fs.Var(&types, "event-type", "only this event type (repeatable)")
-	window := cx.fs.Duration("window", time.Hour, "window size; must divide 24h")
-	format := cx.fs.String("format", "table", "output format: table, csv or json (one object per line)")
+	cx.fs.Var(&types, "event-type", "only this event type (repeatable; not with --stream)")
+	window := cx.fs.Duration("window", time.Hour, "window size; must divide 24h (not with --stream: the stream's window)")
+	format := cx.fs.String("format", "table", "output format: table, csv, json (one object per line) or arrow (an Arrow IPC stream)")
 	stats := cx.fs.Bool("stats", false, "print scan statistics to stderr")
 	if err := cx.parse(); err != nil {
 		return err
@@ -392,8 +418,17 @@ func runLakeQuery(ctx context.Context, cx *cmdContext) error {
 		return err
 	}
 	var problems []string
-	if *topic == "" {
-		problems = append(problems, "--topic required")
+	switch {
+	case *topic == "" && *stream == "":
+		problems = append(problems, "--topic or --stream required")
+	case *topic != "" && *stream != "":
+		problems = append(problems, "--topic and --stream exclude each other")
+	case *stream != "":
+		cx.fs.Visit(func(f *flag.Flag) {
+			if f.Name == "window" || f.Name == "event-type" {
+				problems = append(problems, "--"+f.Name+" does not apply to --stream")
+			}
+		})
 	}
 	from, err := parseLakeTime(*fromS)
 	if err != nil {
@@ -404,9 +439,9 @@ func runLakeQuery(ctx context.Context, cx *cmdContext) error {
 		problems = append(problems, "--to: "+err.Error())
 	}
 	switch *format {
-	case "table", "csv", "json":
+	case "table", "csv", "json", "arrow":
 	default:
-		problems = append(problems, fmt.Sprintf("--format %q: want table, csv or json", *format))
+		problems = append(problems, fmt.Sprintf("--format %q: want table, csv, json or arrow", *format))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", errUsage, strings.Join(problems, "; "))
@@ -414,6 +449,9 @@ func runLakeQuery(ctx context.Context, cx *cmdContext) error {
 	l, err := openLake(cx, *dir)
 	if err != nil {
 		return err
+	}
+	if *stream != "" {
+		return queryLakeWindows(ctx, cx, l, *stream, from, to, keys, *format)
 	}
 	aggs, st, err := l.Aggregate(ctx, lake.Query{Topic: *topic, From: from, To: to, Keys: keys, EventTypes: types}, *window)
 	if errors.Is(err, lake.ErrBadQuery) || errors.Is(err, lake.ErrBadName) {
@@ -456,6 +494,9 @@ type lakeAggJSON struct {
 }
 
 func printLakeAggs(out io.Writer, format string, aggs []lake.WindowAgg) error {
+	if format == "arrow" {
+		return writeArrowAggs(out, aggs)
+	}
 	bw := bufio.NewWriter(out)
 	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	// Windows hold at least one event, so count is never 0.

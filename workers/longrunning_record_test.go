@@ -161,7 +161,7 @@ func TestRecordLongRunningHistories(t *testing.T) {
 		{name: "archive", burst: func() { produceRaw(30) }, runs: []string{start(ids["archive"], "Archive",
 			workflows.ArchiveState{Topic: raw, Partition: 0, Cursor: -1, MaxRecords: 20, Idle: 300 * time.Millisecond})}},
 		{name: "pane_archive", burst: func() { producePanes(15) }, runs: []string{start(ids["pane_archive"], workflows.PaneArchiveWorkflow,
-			workflows.PaneArchiveState{Topic: summaries, Partition: 0, Cursor: -1, MaxRecords: 10, Idle: 300 * time.Millisecond})}},
+			workflows.PaneArchiveState{Topic: summaries, Partition: 0, Cursor: -1, MaxRecords: 20, Idle: 300 * time.Millisecond})}},
 		{name: "late_watch", burst: func() { produceLate(3) }, runs: []string{start(ids["late_watch"], workflows.LateWatchWorkflow,
 			workflows.LateWatchState{Topic: late, Partition: 0, Cursor: -1, Wait: 300 * time.Millisecond})}},
 	}

@@ -187,6 +187,8 @@ func TestTruthEndToEnd(t *testing.T) {
 	result := fmt.Sprintf("e2e: %d passed, %d failed", passed, failed)
 	t.Log(result)
 	lap("check")
+	checkCuratedAgrees(t, ctx, lk, obs, "payments")
+	lap("curated tables")
 
 	// Replay three days twice: progress shown; the second run publishes nothing.
 	day := dates[len(dates)-1]
@@ -261,6 +263,7 @@ func TestTruthEndToEnd(t *testing.T) {
 			"reconcile_history.json":                workflows.ReconcileWorkflowID(dates[0]),
 			"recompute_history.json":                workflows.ReconcileWorkflowID(dates[0]) + "/payments",
 			"recompute_targeted_history.json":       workflows.CorrectWorkflowID("payments") + "/1",
+			"recompute_curate_tables_history.json":  workflows.CorrectWorkflowID("payments") + "/1/curate",
 			"recompute_correct_stream_history.json": workflows.CorrectWorkflowID("payments"),
 			"replay_history.json":                   workflows.ReplayWorkflowID(from, day, nil, false),
 		} {

@@ -47,6 +47,7 @@ func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, log *sl
 		{workflows.Correct, workflows.CorrectWorkflow},
 		{workflows.LateWatch, workflows.LateWatchWorkflow},
 		{workflows.PaneArchive, workflows.PaneArchiveWorkflow},
+		{workflows.CurateTables, workflows.CurateTablesWorkflow},
 	} {
 		w.RegisterWorkflowWithOptions(wf.fn, workflow.RegisterOptions{Name: wf.name})
 	}

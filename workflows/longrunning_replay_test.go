@@ -38,15 +38,19 @@ func TestLongRunningHistoriesReplay(t *testing.T) {
 		work      string // the activity that reads records (may be cycle)
 		field     string // a result field of work that some call has > 0
 		idles     bool   // caught up, the workflow sleeps on a timer
+		after     string // an activity that follows work when it read records, if any
 	}{
-		{"archive_history.json", false, "LoadCursor", "ArchiveRange", "ArchiveRange", "Rows", true},
-		{"archive_continued_history.json", true, "", "ArchiveRange", "ArchiveRange", "Rows", true},
-		{"pane_archive_history.json", false, "PaneCursor", "PaneArchiveEnd", "ArchivePanes", "Panes", true},
-		{"pane_archive_continued_history.json", true, "", "PaneArchiveEnd", "ArchivePanes", "Panes", true},
-		{"late_watch_history.json", false, "", "ReadLate", "ReadLate", "Items", false},
-		{"late_watch_continued_history.json", true, "", "ReadLate", "ReadLate", "Items", false},
-		{"compaction_history.json", false, "", "CompactRaw", "CompactRaw", "Rows", true},
-		{"compaction_continued_history.json", true, "", "CompactRaw", "CompactRaw", "Rows", true},
+		{"archive_history.json", false, "LoadCursor", "ArchiveRange", "ArchiveRange", "Rows", true, ""},
+		{"archive_continued_history.json", true, "", "ArchiveRange", "ArchiveRange", "Rows", true, ""},
+		{"pane_archive_history.json", false, "PaneCursor", "PaneArchiveEnd", "ArchivePanes", "Panes", true, "CurateWindows"},
+		{"pane_archive_continued_history.json", true, "", "PaneArchiveEnd", "ArchivePanes", "Panes", true, "CurateWindows"},
+		// Recorded before the curation step (workflow.GetVersion "curate-windows").
+		{"pane_archive_precurate_history.json", false, "PaneCursor", "PaneArchiveEnd", "ArchivePanes", "Panes", true, ""},
+		{"pane_archive_continued_precurate_history.json", true, "", "PaneArchiveEnd", "ArchivePanes", "Panes", true, ""},
+		{"late_watch_history.json", false, "", "ReadLate", "ReadLate", "Items", false, ""},
+		{"late_watch_continued_history.json", true, "", "ReadLate", "ReadLate", "Items", false, ""},
+		{"compaction_history.json", false, "", "CompactRaw", "CompactRaw", "Rows", true, ""},
+		{"compaction_continued_history.json", true, "", "CompactRaw", "CompactRaw", "Rows", true, ""},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			f, err := os.Open(filepath.Join("testdata", c.file))
@@ -76,6 +80,9 @@ func TestLongRunningHistoriesReplay(t *testing.T) {
 			}
 			if c.idles && s.timers == 0 {
 				t.Error("recording: no idle sleep (timer)")
+			}
+			if c.after != "" && len(s.results[c.after]) == 0 {
+				t.Errorf("recording: no %s activity", c.after)
 			}
 
 			r := worker.NewWorkflowReplayer()

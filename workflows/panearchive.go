@@ -94,6 +94,11 @@ func PaneArchive(ctx workflow.Context, st PaneArchiveState) error {
 			}).Get(ctx, &res); err != nil {
 				return err
 			}
+			// The curated tables follow the panes just archived
+			// (docs/adr/0019-curated-tables.md).
+			if len(res.Files) > 0 && workflow.GetVersion(ctx, curateChangeID, workflow.DefaultVersion, 1) == 1 {
+				curateWindows(ctx, res.Files)
+			}
 			st.Cursor, st.ArchivedThrough, st.Touched = res.Next, res.ArchivedThrough, now
 			st.Records += res.Records
 			st.Panes += res.Panes

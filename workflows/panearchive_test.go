@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +39,11 @@ func (f *fakePanes) ArchivePanes(_ context.Context, in activities.ArchivePanesIn
 		return activities.ArchivePanesResult{}, errors.New("range beyond the end")
 	}
 	f.ranges = append(f.ranges, [2]int64{in.From, in.To})
-	return activities.ArchivePanesResult{Next: in.To, Records: in.To - in.From, Panes: in.To - in.From, ArchivedThrough: in.ObservedAt}, nil
+	res := activities.ArchivePanesResult{Next: in.To, Records: in.To - in.From, Panes: in.To - in.From, ArchivedThrough: in.ObservedAt}
+	if in.To > in.From {
+		res.Files = []string{fmt.Sprintf("summaries/stream=s/window_date=2026-11-07/t-0-%d-%d.parquet", in.From, in.To-1)}
+	}
+	return res, nil
 }
 
 // TestPaneArchiveCutsFixedRanges: the cursor resumes from the lake, each
@@ -79,5 +84,16 @@ func TestPaneArchiveCutsFixedRanges(t *testing.T) {
 	}
 	if next != 500 || st.Cursor != 500 || st.Panes != 470 {
 		t.Fatalf("archived to %d, state %+v", next, st)
+	}
+	// Every step that wrote files curated exactly them, in order.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.curated) != len(p.ranges) {
+		t.Fatalf("%d curations for %d steps", len(f.curated), len(p.ranges))
+	}
+	for i, r := range p.ranges {
+		if want := fmt.Sprintf("summaries/stream=s/window_date=2026-11-07/t-0-%d-%d.parquet", r[0], r[1]-1); len(f.curated[i]) != 1 || f.curated[i][0] != want {
+			t.Errorf("step %d curated %v, want [%s]", i, f.curated[i], want)
+		}
 	}
 }

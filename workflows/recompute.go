@@ -13,12 +13,13 @@ import (
 
 // Batch-truth workflow names (docs/adr/0008-batch-truth.md).
 const (
-	RecomputeWorkflow   = "Recompute"
-	ReconcileWorkflow   = "Reconcile"
-	ReplayWorkflow      = "Replay"
-	CorrectWorkflow     = "Correct"
-	LateWatchWorkflow   = "LateWatch"
-	PaneArchiveWorkflow = "PaneArchive"
+	RecomputeWorkflow    = "Recompute"
+	ReconcileWorkflow    = "Reconcile"
+	ReplayWorkflow       = "Replay"
+	CorrectWorkflow      = "Correct"
+	LateWatchWorkflow    = "LateWatch"
+	PaneArchiveWorkflow  = "PaneArchive"
+	CurateTablesWorkflow = "CurateTables"
 
 	// RecomputeQueryStatus returns a RecomputeStatus.
 	RecomputeQueryStatus = "status"
@@ -164,6 +165,12 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 		st.Status = StatusFailed
 		upsert(ctx, SAStatus.ValueSet(StatusFailed))
 		return res, err
+	}
+	// After publishing, never before, and without waiting for it: a
+	// correction workflow starts its next recompute when this one returns
+	// (docs/adr/0019-curated-tables.md).
+	if !in.DryRun && len(res.Files) > 0 && workflow.GetVersion(ctx, curateChangeID, workflow.DefaultVersion, 1) == 1 {
+		startCurateTables(ctx, res.Files)
 	}
 	st.Status = resultStatus(res.Report)
 	st.Result = &res

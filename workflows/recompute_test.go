@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -20,6 +21,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/activities"
+	"reckon/lake"
 	"reckon/workflows"
 )
 
@@ -40,6 +42,8 @@ type fakeTruth struct {
 	// hold keeps each RecomputeWindows busy this long (wall time) so
 	// concurrent children overlap.
 	hold time.Duration
+	// curated records the files of every CurateWindows call.
+	curated [][]string
 }
 
 func newFakeTruth() *fakeTruth {
@@ -53,6 +57,7 @@ func (f *fakeTruth) register(r interface {
 		"CheckHorizon": f.CheckHorizon, "RecomputeWindows": f.RecomputeWindows, "TruthStreams": f.TruthStreams,
 		"WriteReport": f.WriteReport, "WorkflowStatuses": f.WorkflowStatuses, "ReadLate": f.ReadLate,
 		"RecomputeExtent": f.RecomputeExtent, "PaneCursor": f.PaneCursor, "PaneArchiveEnd": f.PaneArchiveEnd, "ArchivePanes": f.ArchivePanes,
+		"CurateWindows": f.CurateWindows,
 	} {
 		r.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
@@ -93,7 +98,18 @@ func (f *fakeTruth) RecomputeWindows(_ context.Context, in activities.RecomputeI
 		rep.Windows, rep.StreamExact, rep.Matched, rep.Corrected = int64(len(in.Windows)), 0, 0, int64(len(in.Windows))
 	}
 	rep.Add(activities.TruthReport{}) // compute means
-	return activities.RecomputeResult{Report: rep}, nil
+	res := activities.RecomputeResult{Report: rep}
+	if !in.DryRun {
+		res.Files = []string{"truth/stream=" + in.Stream + "/window_date=" + in.From.Format(time.DateOnly) + "/truth-x.parquet"}
+	}
+	return res, nil
+}
+
+func (f *fakeTruth) CurateWindows(_ context.Context, in activities.CurateInput) (lake.CurateResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.curated = append(f.curated, in.Files)
+	return lake.CurateResult{}, nil
 }
 
 // RecomputeExtent: a range holds data through its end, except "empty"
@@ -165,6 +181,7 @@ func registerTruthWorkflows(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.Correct, workflow.RegisterOptions{Name: workflows.CorrectWorkflow})
 	r.RegisterWorkflowWithOptions(workflows.LateWatch, workflow.RegisterOptions{Name: workflows.LateWatchWorkflow})
 	r.RegisterWorkflowWithOptions(workflows.PaneArchive, workflow.RegisterOptions{Name: workflows.PaneArchiveWorkflow})
+	r.RegisterWorkflowWithOptions(workflows.CurateTables, workflow.RegisterOptions{Name: workflows.CurateTablesWorkflow})
 }
 
 var day = time.Date(2026, 11, 7, 0, 0, 0, 0, time.UTC)
@@ -242,5 +259,41 @@ func TestRecomputeGivesUpAtTheBound(t *testing.T) {
 	}
 	if len(f.calls()) != 0 {
 		t.Fatal("recomputed without the horizon")
+	}
+}
+
+// TestRecomputeCuratesAfterPublishing: a recompute that wrote truth rows
+// curates exactly those files once it has published, in a CurateTables
+// child it does not wait for; a dry run curates nothing.
+func TestRecomputeCuratesAfterPublishing(t *testing.T) {
+	for _, dry := range []bool{false, true} {
+		f := newFakeTruth()
+		env := truthEnv(t, f)
+		var order []string
+		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			order = append(order, info.ActivityType.Name)
+		})
+		var children []string
+		env.SetOnChildWorkflowStartedListener(func(info *workflow.Info, _ workflow.Context, _ converter.EncodedValues) {
+			children = append(children, info.WorkflowType.Name)
+		})
+		env.ExecuteWorkflow(workflows.RecomputeWorkflow, workflows.RecomputeParams{Stream: "payments", From: day, To: day.Add(time.Hour), DryRun: dry})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		want := [][]string{{"truth/stream=payments/window_date=2026-11-07/truth-x.parquet"}}
+		if dry {
+			want = nil
+		}
+		if !slices.EqualFunc(f.curated, want, slices.Equal) {
+			t.Errorf("dry run %v: curated %v, want %v", dry, f.curated, want)
+		}
+		if i := slices.Index(order, "CurateWindows"); !dry && (i < 0 || i < slices.Index(order, "RecomputeWindows")) {
+			t.Errorf("activities ran in order %v: curation must follow the publication", order)
+		}
+		// In its own workflow, so the recompute returns without waiting.
+		if want := []string{workflows.CurateTablesWorkflow}; !dry && !slices.Equal(children, want) {
+			t.Errorf("children %v, want %v", children, want)
+		}
 	}
 }

@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// analystQuery is the DuckDB query shown in the README for analysts; this
-// test keeps it working. LAKE stands for the lake root.
+// analystQuery is the hourly DuckDB query with explicit deduplication, the
+// form for hours not compacted yet (the README's, for closed hours, needs
+// none: TestReadmeQueries). LAKE stands for the lake root.
 const analystQuery = `
 SET TimeZone = 'UTC';
 SELECT key                                      AS id_perangkat,

@@ -7,7 +7,11 @@
 // so the reckon binary stays free of CGO and of DuckDB's static library.
 // Run it with:
 //
-//	cd lake/interop && go test ./...
+//	cd lake/interop && go test -tags duckdb_arrow ./...
+//
+// (the duckdb_arrow tag enables the driver's Arrow scan, which
+// TestDuckDBScansLakeQueryArrow feeds with `reckon lake query --format
+// arrow`; without it that one test is left out).
 //
 // and the benchmarks with, e.g.:
 //

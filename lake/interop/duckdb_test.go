@@ -125,8 +125,9 @@ func TestDuckDBReadsLake(t *testing.T) {
 		"event_id": "VARCHAR", "event_type": "VARCHAR", "occurred_at": "TIMESTAMP WITH TIME ZONE",
 		"ingested_at": "TIMESTAMP WITH TIME ZONE", "key": "VARCHAR", "value": "DOUBLE", "data": "VARCHAR",
 		"kafka_partition": "INTEGER", "kafka_offset": "BIGINT",
-		// DuckDB autodetects zero-padded hours ("07") as VARCHAR: analysts
-		// pass hive_types={'event_hour': INTEGER} (checked below) or cast.
+		// DuckDB autodetects zero-padded hours ("07") as VARCHAR, which
+		// orders like the number: the README filters hours as strings;
+		// hive_types={'event_hour': INTEGER} also works (checked below).
 		"topic": "VARCHAR", "event_date": "DATE", "event_hour": "VARCHAR",
 	}
 	for c, w := range want {
