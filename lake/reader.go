@@ -358,7 +358,7 @@ func (l *Lake) openParquet(ctx context.Context, key string, size int64) (objectR
 	}
 	if _, err := f.ReadAt(tail[:], f.Size()-8); err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadFile, key, err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
 	}
 	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > f.Size()-12 {
 		f.Close()
@@ -373,7 +373,7 @@ func (l *Lake) openParquet(ctx context.Context, key string, size int64) (objectR
 	pf, err := parquet.OpenFile(f, f.Size(), opts...)
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadFile, key, err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
 	}
 	return f, pf, nil
 }
@@ -602,7 +602,7 @@ func (c *fileCursor) next(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		if err := b.decode(s, c.pf.RowGroups()[rgi], c.cols); err != nil {
-			return false, fmt.Errorf("%w: %s row group %d: %v", ErrBadFile, c.path, rgi, err)
+			return false, fmt.Errorf("%w: %s row group %d: %w", ErrBadFile, c.path, rgi, err)
 		}
 		s.stats.RowsRead += int64(b.n)
 		c.i = -1
