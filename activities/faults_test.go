@@ -1,0 +1,238 @@
+package activities_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/parquet-go/parquet-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"reckon/activities"
+	"reckon/internal/config"
+	"reckon/internal/kafkaconn"
+	"reckon/internal/testing/testenv"
+	"reckon/lake"
+)
+
+// The archive activity under injected lake storage faults
+// (docs/adr/0022-lake-fault-injection.md): real Kafka reads (kfake), a lake
+// whose storage fails, and the worker's error classification
+// (activities.LakeErrors) between the activity and its caller.
+
+// activityEnv returns an activity environment running a with the batch
+// worker's lake error classification.
+func activityEnv(a any) *testsuite.TestActivityEnvironment {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&activities.LakeErrors{}}})
+	return env
+}
+
+// archiveFixture produces n payments to partition 0 of the raw topic,
+// every ninth one not JSON (rejected), and returns the configuration.
+func archiveFixture(t *testing.T, n int) *config.Config {
+	t.Helper()
+	_, brokers := testenv.Kafka(t, 1, "", rawTopic)
+	cfg, err := config.Load("", nil, []string{"kafka.brokers=" + brokers[0], "lake.root=" + t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "test"), kgo.ProducerLinger(0))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := range n {
+		v := fmt.Sprintf(`{"event_id":%q,"event_type":"payment.checkout.completed","occurred_at":%q,"data":{"user_id":"u%d","amount":%d,"currency":"IDR","channel":"web"}}`,
+			uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "fault%d", i)).String(), t0.Add(time.Duration(i)*time.Second).Format(time.RFC3339Nano), i%7, 1000+i)
+		if i%9 == 4 {
+			v = "{not json"
+		}
+		recs = append(recs, &kgo.Record{Topic: rawTopic, Partition: 0, Value: []byte(v), Timestamp: t0.Add(time.Duration(i) * time.Second)})
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// lakeOffsets counts every offset of partition 0 in the raw and rejected
+// files under the lake directory root, reading the files directly.
+func lakeOffsets(t *testing.T, root string) map[int64]int {
+	t.Helper()
+	seen := map[int64]int{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".") {
+			t.Errorf("temporary file left behind: %s", p)
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case strings.HasPrefix(rel, lake.RawDir+"/"):
+			rows, err := parquet.ReadFile[lake.RawRow](p)
+			if err != nil {
+				t.Errorf("visible file does not read: %s: %v", rel, err)
+			}
+			for _, r := range rows {
+				seen[r.KafkaOffset]++
+			}
+		case strings.HasPrefix(rel, lake.RejectedDir+"/"):
+			rows, err := parquet.ReadFile[lake.RejectedRow](p)
+			if err != nil {
+				t.Errorf("visible file does not read: %s: %v", rel, err)
+			}
+			for _, r := range rows {
+				seen[r.KafkaOffset]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seen
+}
+
+// TestArchiveActivityUnderLakeFaults: the archive activity, driven step
+// after step as its workflow does (cursor from LoadCursor, then
+// ArchiveRange from each step's Next) and retried as its retry policy
+// would, on a lake whose storage fails about a tenth of its calls: every
+// failed attempt is retryable and names the fault, the retries stay
+// bounded, and at the end every offset is in the lake exactly once and
+// the progress file is at the end of the partition.
+func TestArchiveActivityUnderLakeFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kfake")
+	}
+	const n, bound = 500, 30
+	cfg := archiveFixture(t, n)
+	f := lake.UniformFaults(7, 0.1)
+	f.Latency, f.Timeout = 5*time.Millisecond, 30*time.Millisecond
+	faulty, err := lake.Open(lake.Options{Root: cfg.Lake.Root, Faults: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := activities.NewKafka(cfg.Kafka, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	a := &activities.Archive{Cfg: cfg, Lake: faulty, Kafka: kc}
+	env := activityEnv(a)
+
+	attempts, failed := 0, 0
+	// call runs one activity until it succeeds, at most bound times.
+	call := func(what string, out any, fn any, args ...any) {
+		t.Helper()
+		for try := 1; ; try++ {
+			attempts++
+			v, err := env.ExecuteActivity(fn, args...)
+			if err == nil {
+				if err := v.Get(out); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			failed++
+			var ae *temporal.ApplicationError
+			if errors.As(err, &ae) && ae.NonRetryable() {
+				t.Fatalf("%s: a transient fault failed the activity for good: %v", what, err)
+			}
+			if !strings.Contains(err.Error(), "lake: injected ") {
+				t.Fatalf("%s: %v, want an error naming the injected fault", what, err)
+			}
+			if try == bound {
+				t.Fatalf("%s: still failing after %d attempts: %v", what, bound, err)
+			}
+		}
+	}
+	var cursor int64
+	call("LoadCursor", &cursor, a.LoadCursor, rawTopic, int32(0))
+	steps := 0
+	for cursor < n {
+		var res activities.ArchiveRangeResult
+		call(fmt.Sprintf("ArchiveRange from %d", cursor), &res, a.ArchiveRange,
+			activities.ArchiveRangeInput{Topic: rawTopic, Partition: 0, From: cursor, MaxRecords: 40, MaxWait: 200 * time.Millisecond})
+		if res.Next <= cursor && !res.CaughtUp {
+			t.Fatalf("archive step from %d made no progress: %+v", cursor, res)
+		}
+		cursor = res.Next
+		steps++
+	}
+	seen := lakeOffsets(t, cfg.Lake.Root)
+	for o := range int64(n) {
+		if seen[o] != 1 {
+			t.Errorf("offset %d archived %d times, want once", o, seen[o])
+		}
+	}
+	clean, err := lake.Open(lake.Options{Root: cfg.Lake.Root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := clean.ReadProgress(t.Context(), rawTopic, 0); err != nil || p.NextOffset != n {
+		t.Errorf("progress after the archive: %+v, %v; want next offset %d", p, err, n)
+	}
+	t.Logf("%d steps, %d activity attempts (%d failed); %d faults injected", steps, attempts, failed, faulty.FaultsInjected())
+	if failed == 0 {
+		t.Error("no attempt failed: the faults proved nothing")
+	}
+}
+
+// TestPermanentLakeErrorIsNonRetryable: when the lake's storage refuses
+// access for good, the archive activities fail at once with a
+// non-retryable ErrTypeLakeAccess error naming the file and the cause;
+// transient faults never do (TestArchiveActivityUnderLakeFaults).
+func TestPermanentLakeErrorIsNonRetryable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kfake")
+	}
+	cfg := archiveFixture(t, 20)
+	denied, err := lake.Open(lake.Options{Root: cfg.Lake.Root, Faults: &lake.Faults{Rules: []lake.FaultRule{{Kind: lake.FaultDenied, Rate: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := activities.NewKafka(cfg.Kafka, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	a := &activities.Archive{Cfg: cfg, Lake: denied, Kafka: kc}
+	env := activityEnv(a)
+	for _, c := range []struct {
+		name string
+		fn   any
+		args []any
+	}{
+		{"LoadCursor", a.LoadCursor, []any{rawTopic, int32(0)}},
+		{"ArchiveRange", a.ArchiveRange, []any{activities.ArchiveRangeInput{Topic: rawTopic, Partition: 0, From: 0, MaxWait: 200 * time.Millisecond}}},
+	} {
+		_, err := env.ExecuteActivity(c.fn, c.args...)
+		var ae *temporal.ApplicationError
+		if !errors.As(err, &ae) || !ae.NonRetryable() || ae.Type() != activities.ErrTypeLakeAccess {
+			t.Errorf("%s with access denied: %v, want a non-retryable %s error", c.name, err, activities.ErrTypeLakeAccess)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "permission denied") || !strings.Contains(msg, rawTopic) {
+			t.Errorf("%s: %q does not name the cause and the file", c.name, msg)
+		}
+	}
+	if err := activities.LakeError(fmt.Errorf("x: %w", os.ErrDeadlineExceeded)); errors.As(err, new(*temporal.ApplicationError)) {
+		t.Errorf("a timeout was classified: %v", err)
+	}
+}
