@@ -109,6 +109,44 @@ func lakeOffsets(t *testing.T, root string) map[int64]int {
 	return seen
 }
 
+// retrier runs activities as a retry policy would: each until it
+// succeeds, at most bound times, counting the attempts.
+type retrier struct {
+	t                *testing.T
+	env              *testsuite.TestActivityEnvironment
+	bound            int
+	attempts, failed int
+}
+
+// call runs fn until it succeeds and decodes its result into out. An
+// attempt failed non-retryably, one whose error does not name the
+// injected fault, or running out of attempts fails the test.
+func (r *retrier) call(what string, out any, fn any, args ...any) {
+	t := r.t
+	t.Helper()
+	for try := 1; ; try++ {
+		r.attempts++
+		v, err := r.env.ExecuteActivity(fn, args...)
+		if err == nil {
+			if err := v.Get(out); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		r.failed++
+		var ae *temporal.ApplicationError
+		if errors.As(err, &ae) && ae.NonRetryable() {
+			t.Fatalf("%s: a transient fault failed the activity for good: %v", what, err)
+		}
+		if !strings.Contains(err.Error(), "lake: injected ") {
+			t.Fatalf("%s: %v, want an error naming the injected fault", what, err)
+		}
+		if try == r.bound {
+			t.Fatalf("%s: still failing after %d attempts: %v", what, r.bound, err)
+		}
+	}
+}
+
 // TestArchiveActivityUnderLakeFaults: the archive activity, driven step
 // after step as its workflow does (cursor from LoadCursor, then
 // ArchiveRange from each step's Next) and retried as its retry policy
@@ -120,7 +158,7 @@ func TestArchiveActivityUnderLakeFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kfake")
 	}
-	const n, bound = 500, 30
+	const n = 500
 	cfg := archiveFixture(t, n)
 	f := lake.UniformFaults(7, 0.1)
 	f.Latency, f.Timeout = 5*time.Millisecond, 30*time.Millisecond
@@ -136,32 +174,8 @@ func TestArchiveActivityUnderLakeFaults(t *testing.T) {
 	a := &activities.Archive{Cfg: cfg, Lake: faulty, Kafka: kc}
 	env := activityEnv(a)
 
-	attempts, failed := 0, 0
-	// call runs one activity until it succeeds, at most bound times.
-	call := func(what string, out any, fn any, args ...any) {
-		t.Helper()
-		for try := 1; ; try++ {
-			attempts++
-			v, err := env.ExecuteActivity(fn, args...)
-			if err == nil {
-				if err := v.Get(out); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			failed++
-			var ae *temporal.ApplicationError
-			if errors.As(err, &ae) && ae.NonRetryable() {
-				t.Fatalf("%s: a transient fault failed the activity for good: %v", what, err)
-			}
-			if !strings.Contains(err.Error(), "lake: injected ") {
-				t.Fatalf("%s: %v, want an error naming the injected fault", what, err)
-			}
-			if try == bound {
-				t.Fatalf("%s: still failing after %d attempts: %v", what, bound, err)
-			}
-		}
-	}
+	r := &retrier{t: t, env: env, bound: 30}
+	call := r.call
 	var cursor int64
 	call("LoadCursor", &cursor, a.LoadCursor, rawTopic, int32(0))
 	steps := 0
@@ -188,8 +202,8 @@ func TestArchiveActivityUnderLakeFaults(t *testing.T) {
 	if p, err := clean.ReadProgress(t.Context(), rawTopic, 0); err != nil || p.NextOffset != n {
 		t.Errorf("progress after the archive: %+v, %v; want next offset %d", p, err, n)
 	}
-	t.Logf("%d steps, %d activity attempts (%d failed); %d faults injected", steps, attempts, failed, faulty.FaultsInjected())
-	if failed == 0 {
+	t.Logf("%d steps, %d activity attempts (%d failed); %d faults injected", steps, r.attempts, r.failed, faulty.FaultsInjected())
+	if r.failed == 0 {
 		t.Error("no attempt failed: the faults proved nothing")
 	}
 }
@@ -234,5 +248,76 @@ func TestPermanentLakeErrorIsNonRetryable(t *testing.T) {
 	}
 	if err := activities.LakeError(fmt.Errorf("x: %w", os.ErrDeadlineExceeded)); errors.As(err, new(*temporal.ApplicationError)) {
 		t.Errorf("a timeout was classified: %v", err)
+	}
+}
+
+// TestRecomputeUnderLakeFaults: the batch truth's recompute (lake reads of
+// raw rows and progress, the truth and report writes) and the pane archive
+// (pane history writes, progress) on a lake whose storage fails about a
+// seventh of its calls, each retried until it succeeds: the corrections
+// published are exactly those of a run without faults (one per corrected
+// window, no version published twice, even when an attempt failed after
+// publishing), the truth rows and the pane history are each in the lake
+// once, and a repeat under faults publishes nothing.
+func TestRecomputeUnderLakeFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kfake")
+	}
+	f := newTruthFixture(t)
+	scenario(t, f)
+	fl := lake.UniformFaults(7, 0.15) // seeds 1-16 all pass; 7 fails 9 of 15 attempts
+	fl.Latency, fl.Timeout = 5*time.Millisecond, 30*time.Millisecond
+	faulty, err := lake.Open(lake.Options{Root: f.cfg.Lake.Root, Faults: fl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &activities.BatchTruth{Cfg: f.cfg, Lake: faulty, Kafka: f.a.Kafka, Now: f.a.Now}
+	r := &retrier{t: t, env: activityEnv(a), bound: 30}
+
+	var res activities.RecomputeResult
+	r.call("RecomputeWindows", &res, a.RecomputeWindows, recomputeInput(activities.TriggerReconcile))
+	hi, all := latest(f.published(t))
+	want := map[string]int64{"u1|08:00": 1, "u2|08:00": 2, "u3|08:05": 1, "u4|08:10": 3, "u5|08:10": 2}
+	for k, v := range want {
+		if hi[k].Version != v {
+			t.Errorf("%s: latest version %d, want %d", k, hi[k].Version, v)
+		}
+	}
+	for k, vs := range all {
+		for i := 1; i < len(vs); i++ {
+			if vs[i] <= vs[i-1] {
+				t.Errorf("%s: versions %v: one published twice (or out of order)", k, vs)
+			}
+		}
+	}
+	truth, err := f.lk.ReadTruth(t.Context(), "payments", t0, t0.Add(time.Hour))
+	if err != nil || len(truth) != 5 {
+		t.Errorf("truth rows %d, %v; want 5", len(truth), err)
+	}
+
+	for p := int32(0); p < 2; p++ {
+		var end activities.PaneEnd
+		r.call("PaneArchiveEnd", &end, a.PaneArchiveEnd, summaries, p)
+		var ar activities.ArchivePanesResult
+		r.call("ArchivePanes", &ar, a.ArchivePanes, activities.ArchivePanesInput{Topic: summaries, Partition: p, From: 0, To: end.End, End: end.End, ObservedAt: end.ObservedAt})
+		if ar.Next != end.End {
+			t.Errorf("pane archive %d: %+v, want next %d", p, ar, end.End)
+		}
+	}
+	hist, err := f.lk.ReadPanes(t.Context(), "payments", t0, t0.Add(time.Hour))
+	if err != nil || len(hist) != 9 { // 5 stream panes + 4 corrections
+		t.Errorf("pane history %d rows, %v; want 9", len(hist), err)
+	}
+
+	r.call("RecomputeWindows (repeat)", &res, a.RecomputeWindows, recomputeInput(activities.TriggerReplay))
+	if res.Report.Corrected != 0 {
+		t.Errorf("a repeat under faults corrected %d windows", res.Report.Corrected)
+	}
+	if _, all2 := latest(f.published(t)); fmt.Sprint(all) != fmt.Sprint(all2) {
+		t.Errorf("a repeat under faults published:\n%v\n%v", all, all2)
+	}
+	t.Logf("%d activity attempts (%d failed); %d faults injected", r.attempts, r.failed, faulty.FaultsInjected())
+	if r.failed == 0 {
+		t.Error("no attempt failed: the faults proved nothing")
 	}
 }
