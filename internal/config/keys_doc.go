@@ -36,6 +36,8 @@ var keyDocs = map[string]string{
 	"lake.s3.session_token":                "SessionToken accompanies temporary credentials.",
 	"lake.s3.ca_file":                      "CAFile is a PEM bundle of the CAs that sign an https endpoint's certificate; empty means the system roots.",
 	"lake.s3.allow_plaintext_credentials":  "AllowPlaintextCredentials permits credentials with an http:// endpoint (trusted networks only).",
+	"lake.faults.rate":                     "Rate is the fraction of storage calls that draw a transient fault, 0..1.",
+	"lake.faults.seed":                     "Seed makes the faults repeatable.",
 	"topics.map":                           "Map is the topic map file applied by `reckon topics apply`.",
 	"topics.summaries":                     "Summaries receives panes (compacted).",
 	"topics.features":                      "Features receives rolling features.",
