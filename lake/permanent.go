@@ -25,16 +25,14 @@ func IsPermanent(err error) bool {
 // s3Permanent reports whether err is an S3 answer no retry can fix: the
 // bucket does not exist, access is denied or the credentials are refused.
 func s3Permanent(err error) bool {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		var r minio.ErrorResponse
-		if errors.As(e, &r) {
-			switch r.Code {
-			case "NoSuchBucket", "AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
-				"SignatureDoesNotMatch", "AccountProblem", "InvalidBucketName":
-				return true
-			}
-			return false
-		}
+	var r minio.ErrorResponse
+	if !errors.As(err, &r) {
+		return false
+	}
+	switch r.Code {
+	case "NoSuchBucket", "AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
+		"SignatureDoesNotMatch", "AccountProblem", "InvalidBucketName":
+		return true
 	}
 	return false
 }
