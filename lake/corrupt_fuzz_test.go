@@ -155,3 +155,74 @@ func equalAggs(a, b []WindowAgg) bool {
 	}
 	return true
 }
+
+// FuzzCorruptPaneFile: a pane history file (summaries table, read whole
+// with parquet.Read like the truth table) corrupted in storage. It must
+// never panic; a failing read names the file and wraps ErrBadFile; a read
+// that succeeds returns exactly the panes written.
+//
+//	go test ./lake -run '^$' -fuzz '^FuzzCorruptPaneFile$' -fuzztime 60s
+func FuzzCorruptPaneFile(f *testing.F) {
+	f.Add(uint32(0), byte(0), uint32(0))
+	f.Add(uint32(0), byte(0xff), uint32(0))
+	f.Add(uint32(80), byte(0x02), uint32(0))
+	f.Add(uint32(0), byte(0), uint32(3))
+	f.Add(^uint32(0)-25, byte(0x11), uint32(0)) // inside the footer
+	dir := f.TempDir()
+	l, err := Open(Options{Root: dir})
+	if err != nil {
+		f.Fatal(err)
+	}
+	panes := cancelPanes
+	for i := 1; i < 20; i++ {
+		p := cancelPanes[0]
+		p.Key, p.Count, p.Sum = "u"+string(rune('a'+i)), int64(i), float64(i)
+		panes = append(panes, p)
+	}
+	files, err := l.WritePanes(context.Background(), "payments", "fuzz", panes)
+	if err != nil || len(files) != 1 {
+		f.Fatal(files, err)
+	}
+	key := files[0].Path
+	want, err := l.ReadPanes(context.Background(), "payments", testStart, testStart.Add(time.Hour))
+	if err != nil {
+		f.Fatal(err)
+	}
+	orig, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(key)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, pos uint32, flip byte, cut uint32) {
+		data := append([]byte(nil), orig...)
+		n := uint32(len(data))
+		if flip != 0 {
+			data[pos%n] ^= flip
+		}
+		if cut > 0 {
+			data = data[:n-cut%n]
+		}
+		root := t.TempDir()
+		p := filepath.Join(root, filepath.FromSlash(key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := mustOpen(t, Options{Root: root}).ReadPanes(context.Background(), "payments", testStart, testStart.Add(time.Hour))
+		if err != nil {
+			if !strings.Contains(err.Error(), filepath.Base(key)) || !errors.Is(err, ErrBadFile) {
+				t.Fatalf("reading a corrupt pane file: %v: want ErrBadFile naming %s", err, key)
+			}
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("a file corrupted at %d (^%#x, cut %d): %d panes read without an error, want %d", pos%n, flip, cut%n, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("a file corrupted at %d (^%#x, cut %d): pane %d read as %+v without an error, want %+v", pos%n, flip, cut%n, i, got[i], want[i])
+			}
+		}
+	})
+}

@@ -370,9 +370,12 @@ func (l *Lake) openParquet(ctx context.Context, key string, size int64) (objectR
 		// request of its own.
 		opts = append(opts, parquet.SkipMagicBytes(true))
 	}
-	pf, err := parquet.OpenFile(f, f.Size(), opts...)
-	if err != nil {
+	var pf *parquet.File
+	if err := openFile(key, func() (err error) { pf, err = parquet.OpenFile(f, f.Size(), opts...); return err }); err != nil {
 		f.Close()
+		if errors.Is(err, ErrBadFile) {
+			return nil, nil, err
+		}
 		return nil, nil, fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
 	}
 	return f, pf, nil
@@ -601,7 +604,7 @@ func (c *fileCursor) next(ctx context.Context) (bool, error) {
 		if err := c.prefetch(rgi); err != nil {
 			return false, err
 		}
-		if err := b.decode(s, c.pf.RowGroups()[rgi], c.cols); err != nil {
+		if err := c.decode(s, b, rgi); err != nil {
 			return false, fmt.Errorf("%w: %s row group %d: %w", ErrBadFile, c.path, rgi, err)
 		}
 		s.stats.RowsRead += int64(b.n)
