@@ -588,3 +588,82 @@ func TestPermanentStorageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderDuringFaultyArchive: a query running over and over on a clean
+// handle while the archive writes under faults (TestArchiveUnderFaults'
+// steps, retries reading wider ranges and superseding narrower files)
+// never meets a partial or corrupt file, and the events it counts never
+// go down or exceed the valid events archived. It may fail with
+// fs.ErrNotExist when a superseded file it listed is removed before it
+// opens it: that query is retried like any other.
+func TestReaderDuringFaultyArchive(t *testing.T) {
+	forEachStore(t, func(t *testing.T, opts Options) {
+		l, clean := faultLake(t, opts, UniformFaults(11, faultRate))
+		w, err := l.NewRawWriter(RawTable{Topic: topic, KeyPath: "data.id_perangkat", ValuePath: "data.suhu_c"}, testGate(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n, step = 1000, 40
+		recs := archiveRecords(n)
+		valid := int64(0)
+		for i := range recs {
+			if i%7 != 3 {
+				valid++
+			}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		type tally struct {
+			ok, gone int
+			errs     []error // anything else
+			last     int64   // events counted by the last answer
+		}
+		var tl tally
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			q := Query{Topic: topic, From: testStart, To: testStart.Add(3 * time.Hour)}
+			for ctx.Err() == nil {
+				aggs, _, err := clean.Aggregate(ctx, q, 5*time.Minute)
+				switch {
+				case ctx.Err() != nil:
+				case errors.Is(err, fs.ErrNotExist):
+					tl.gone++
+				case err != nil:
+					tl.errs = append(tl.errs, err)
+				default:
+					tl.ok++
+					var events int64
+					for _, a := range aggs {
+						events += a.Count
+					}
+					if events < tl.last || events > valid {
+						tl.errs = append(tl.errs, fmt.Errorf("an answer counts %d events after one with %d (valid %d)", events, tl.last, valid))
+					}
+					tl.last = events
+				}
+			}
+		}()
+		for next := int64(0); next < n; {
+			from, try := next, 0
+			retry(t, fmt.Sprintf("archive from %d", from), func() error {
+				last := min(from+step-1+int64(try*step/4), n-1)
+				try++
+				res, err := w.WriteRange(t.Context(), 0, from, last, recs[from:last+1])
+				if err != nil {
+					return err
+				}
+				next = res.NextOffset
+				return nil
+			}, nil)
+		}
+		cancel()
+		<-done
+		t.Logf("queries during the archive: %d answered, %d met a superseded file gone", tl.ok, tl.gone)
+		for _, err := range tl.errs {
+			t.Error(err)
+		}
+		if tl.ok == 0 {
+			t.Error("no query answered during the archive")
+		}
+	})
+}
