@@ -48,7 +48,8 @@ type FaultKind string
 const (
 	// FaultError: the operation fails without doing anything (an S3 503
 	// Slow Down, a reset connection). A remove fails after deleting a
-	// prefix of its names, as a multi-object delete can.
+	// prefix of its names, as a multi-object delete can; a walk after
+	// passing a few files to its callback, as a paged listing can.
 	FaultError FaultKind = "error"
 	// FaultLatency: the operation waits Faults.Latency first, then runs.
 	FaultLatency FaultKind = "latency"
