@@ -1,16 +1,22 @@
 package activities_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/interceptor"
@@ -69,42 +75,96 @@ func archiveFixture(t *testing.T, n int) *config.Config {
 	return cfg
 }
 
+// testStore is a lake for the fault tests: a directory or an in-memory
+// S3, with a way to read every file it holds, bypassing the lake.
+type testStore struct {
+	opts  lake.Options
+	files func(t *testing.T) map[string][]byte // key → content
+}
+
+// testStores returns a directory lake at dir and an S3 lake.
+func testStores(t *testing.T, dir string) map[string]testStore {
+	t.Helper()
+	backend := s3mem.New()
+	if err := backend.CreateBucket("reckon-lake"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+	t.Cleanup(srv.Close)
+	return map[string]testStore{
+		"local": {opts: lake.Options{Root: dir}, files: func(t *testing.T) map[string][]byte {
+			out := map[string][]byte{}
+			err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				rel, _ := filepath.Rel(dir, p)
+				b, err := os.ReadFile(p)
+				out[filepath.ToSlash(rel)] = b
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}},
+		"s3": {opts: lake.Options{Root: "s3://reckon-lake/prod", S3: lake.S3Options{
+			Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret"}},
+			files: func(t *testing.T) map[string][]byte {
+				list, err := backend.ListBucket("reckon-lake", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := map[string][]byte{}
+				for _, o := range list.Contents {
+					obj, err := backend.GetObject("reckon-lake", o.Key, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, err := io.ReadAll(obj.Contents)
+					obj.Contents.Close()
+					if err != nil {
+						t.Fatal(err)
+					}
+					out[strings.TrimPrefix(o.Key, "prod/")] = b
+				}
+				return out
+			}},
+	}
+}
+
 // lakeOffsets counts every offset of partition 0 in the raw and rejected
-// files under the lake directory root, reading the files directly.
-func lakeOffsets(t *testing.T, root string) map[int64]int {
+// files, read directly, and fails on a file that does not read whole or a
+// temporary file left behind.
+func lakeOffsets(t *testing.T, files map[string][]byte) map[int64]int {
 	t.Helper()
 	seen := map[int64]int{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") {
-			return err
+	for key, b := range files {
+		if !strings.HasSuffix(key, ".parquet") {
+			continue
 		}
-		if strings.HasPrefix(d.Name(), ".") {
-			t.Errorf("temporary file left behind: %s", p)
-			return nil
+		if strings.HasPrefix(path.Base(key), ".") {
+			t.Errorf("temporary file left behind: %s", key)
+			continue
 		}
-		rel, _ := filepath.Rel(root, p)
 		switch {
-		case strings.HasPrefix(rel, lake.RawDir+"/"):
-			rows, err := parquet.ReadFile[lake.RawRow](p)
+		case strings.HasPrefix(key, lake.RawDir+"/"):
+			rows, err := parquet.Read[lake.RawRow](bytes.NewReader(b), int64(len(b)))
 			if err != nil {
-				t.Errorf("visible file does not read: %s: %v", rel, err)
+				t.Errorf("visible file does not read: %s: %v", key, err)
 			}
 			for _, r := range rows {
 				seen[r.KafkaOffset]++
 			}
-		case strings.HasPrefix(rel, lake.RejectedDir+"/"):
-			rows, err := parquet.ReadFile[lake.RejectedRow](p)
+		case strings.HasPrefix(key, lake.RejectedDir+"/"):
+			rows, err := parquet.Read[lake.RejectedRow](bytes.NewReader(b), int64(len(b)))
 			if err != nil {
-				t.Errorf("visible file does not read: %s: %v", rel, err)
+				t.Errorf("visible file does not read: %s: %v", key, err)
 			}
 			for _, r := range rows {
 				seen[r.KafkaOffset]++
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return seen
 }
@@ -153,58 +213,62 @@ func (r *retrier) call(what string, out any, fn any, args ...any) {
 // would, on a lake whose storage fails about a tenth of its calls: every
 // failed attempt is retryable and names the fault, the retries stay
 // bounded, and at the end every offset is in the lake exactly once and
-// the progress file is at the end of the partition.
+// the progress file is at the end of the partition; on a directory and on
+// S3.
 func TestArchiveActivityUnderLakeFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kfake")
 	}
 	const n = 500
 	cfg := archiveFixture(t, n)
-	f := lake.UniformFaults(7, 0.1)
-	f.Latency, f.Timeout = 5*time.Millisecond, 30*time.Millisecond
-	faulty, err := lake.Open(lake.Options{Root: cfg.Lake.Root, Faults: f})
-	if err != nil {
-		t.Fatal(err)
-	}
 	kc, err := activities.NewKafka(cfg.Kafka, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
-	a := &activities.Archive{Cfg: cfg, Lake: faulty, Kafka: kc}
-	env := activityEnv(a)
-
-	r := &retrier{t: t, env: env, bound: 30}
-	call := r.call
-	var cursor int64
-	call("LoadCursor", &cursor, a.LoadCursor, rawTopic, int32(0))
-	steps := 0
-	for cursor < n {
-		var res activities.ArchiveRangeResult
-		call(fmt.Sprintf("ArchiveRange from %d", cursor), &res, a.ArchiveRange,
-			activities.ArchiveRangeInput{Topic: rawTopic, Partition: 0, From: cursor, MaxRecords: 40, MaxWait: 200 * time.Millisecond})
-		if res.Next <= cursor && !res.CaughtUp {
-			t.Fatalf("archive step from %d made no progress: %+v", cursor, res)
-		}
-		cursor = res.Next
-		steps++
-	}
-	seen := lakeOffsets(t, cfg.Lake.Root)
-	for o := range int64(n) {
-		if seen[o] != 1 {
-			t.Errorf("offset %d archived %d times, want once", o, seen[o])
-		}
-	}
-	clean, err := lake.Open(lake.Options{Root: cfg.Lake.Root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err := clean.ReadProgress(t.Context(), rawTopic, 0); err != nil || p.NextOffset != n {
-		t.Errorf("progress after the archive: %+v, %v; want next offset %d", p, err, n)
-	}
-	t.Logf("%d steps, %d activity attempts (%d failed); %d faults injected", steps, r.attempts, r.failed, faulty.FaultsInjected())
-	if r.failed == 0 {
-		t.Error("no attempt failed: the faults proved nothing")
+	for name, st := range testStores(t, cfg.Lake.Root) {
+		t.Run(name, func(t *testing.T) {
+			opts := st.opts
+			f := lake.UniformFaults(7, 0.1)
+			f.Latency, f.Timeout = 5*time.Millisecond, 30*time.Millisecond
+			opts.Faults = f
+			faulty, err := lake.Open(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &activities.Archive{Cfg: cfg, Lake: faulty, Kafka: kc}
+			r := &retrier{t: t, env: activityEnv(a), bound: 30}
+			var cursor int64
+			r.call("LoadCursor", &cursor, a.LoadCursor, rawTopic, int32(0))
+			steps := 0
+			for cursor < n {
+				var res activities.ArchiveRangeResult
+				r.call(fmt.Sprintf("ArchiveRange from %d", cursor), &res, a.ArchiveRange,
+					activities.ArchiveRangeInput{Topic: rawTopic, Partition: 0, From: cursor, MaxRecords: 40, MaxWait: 200 * time.Millisecond})
+				if res.Next <= cursor && !res.CaughtUp {
+					t.Fatalf("archive step from %d made no progress: %+v", cursor, res)
+				}
+				cursor = res.Next
+				steps++
+			}
+			seen := lakeOffsets(t, st.files(t))
+			for o := range int64(n) {
+				if seen[o] != 1 {
+					t.Errorf("offset %d archived %d times, want once", o, seen[o])
+				}
+			}
+			clean, err := lake.Open(st.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, err := clean.ReadProgress(t.Context(), rawTopic, 0); err != nil || p.NextOffset != n {
+				t.Errorf("progress after the archive: %+v, %v; want next offset %d", p, err, n)
+			}
+			t.Logf("%d steps, %d activity attempts (%d failed); %d faults injected", steps, r.attempts, r.failed, faulty.FaultsInjected())
+			if r.failed == 0 {
+				t.Error("no attempt failed: the faults proved nothing")
+			}
+		})
 	}
 }
 
