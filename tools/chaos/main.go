@@ -129,7 +129,16 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 	if keep {
 		say("data in %s (kept)", dir)
 	} else {
-		defer os.RemoveAll(dir)
+		// A failed run keeps its data (dev.log, the lake) for diagnosis.
+		defer func() {
+			for _, r := range results {
+				if r.err != nil {
+					say("data in %s (kept: the run failed)", dir)
+					return
+				}
+			}
+			os.RemoveAll(dir)
+		}()
 	}
 	cfgPath, sets, err := writeConfig(base, dir)
 	if err != nil {
