@@ -153,7 +153,9 @@ e2e: temporal
 # points, then reconcile and `reckon verify --truth`. Prints the kills, the
 # ledger and `chaos: N passed, M failed`; under 12 minutes (the reconcile
 # waits ~2 minutes for the late tail's partitions to idle past the windows).
-# CHAOS_ARGS e.g. -seed 42 -keep -count 1800 -rate 10.
+# CHAOS_ARGS e.g. -seed 42 -keep -count 1800 -rate 10; -lake-faults 0.05
+# also makes 5% of the stack's lake storage calls fail, stall or lose their
+# answer (docs/adr/0022-lake-fault-injection.md).
 CHAOS_ARGS ?=
 .PHONY: chaos
 chaos: build temporal

@@ -38,4 +38,9 @@ const (
 	// business key, a state that does not restore, a publication that
 	// cannot be written.
 	ErrTypeZReportInput = "ZReportInvalidInput"
+	// ErrTypeLakeAccess: the lake's storage refuses access for good —
+	// access denied, credentials refused, the bucket gone, a read-only
+	// directory (lake.IsPermanent). LakeErrors gives it to any activity
+	// failing so; fixing it takes an operator.
+	ErrTypeLakeAccess = "LakeAccess"
 )

@@ -163,7 +163,8 @@ func writeZReportFile(ctx context.Context, lk *lake.Lake, a *zreport.Aggregate) 
 }
 
 // readZReportFile reads one version file.
-func readZReportFile(ctx context.Context, lk *lake.Lake, key string) (*zreport.Aggregate, error) {
+func readZReportFile(ctx context.Context, lk *lake.Lake, key string) (_ *zreport.Aggregate, err error) {
+	defer lake.DecodePanic(key, &err) // a corrupt file fails this read, not the worker
 	b, err := lk.ReadFile(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("zreport: read %s: %w", key, err)

@@ -42,6 +42,11 @@
 // cut short returns an error wrapping ctx.Err() and, like any failed write,
 // leaves no partial file visible.
 //
+// Options.Faults wraps the storage in a fault injector for tests and
+// `make chaos` (docs/adr/0022-lake-fault-injection.md); IsPermanent tells a
+// storage failure no retry can fix (access denied, the bucket gone) from a
+// transient one.
+//
 // Package lake does not talk to Kafka or Temporal; the archive activities
 // read offset ranges and hand the records to a RawWriter.
 package lake

@@ -35,6 +35,9 @@ type Options struct {
 	TempMaxAge time.Duration
 	// Now is the clock used to age temporary files. Default time.Now.
 	Now func() time.Time
+	// Faults injects storage faults (tests and `make chaos` only,
+	// docs/adr/0022-lake-fault-injection.md). Default nil: none.
+	Faults *Faults
 }
 
 // Validate reports every problem with o at once.
@@ -56,6 +59,9 @@ func (o Options) Validate() error {
 	}
 	if o.TempMaxAge < 0 {
 		errs = append(errs, fmt.Errorf("lake: options: TempMaxAge %v is negative", o.TempMaxAge))
+	}
+	if o.Faults != nil {
+		errs = append(errs, o.Faults.validate()...)
 	}
 	return errors.Join(errs...)
 }
@@ -103,6 +109,9 @@ func Open(opts Options) (*Lake, error) {
 	} else {
 		l.store = &localStore{root: opts.Root}
 	}
+	if opts.Faults != nil {
+		l.store = newFaultStore(l.store, *opts.Faults)
+	}
 	return l, nil
 }
 
@@ -112,7 +121,11 @@ func (l *Lake) Root() string { return l.opts.Root }
 // LocalDir returns the lake's directory, and false when the lake is not on
 // the local file system.
 func (l *Lake) LocalDir() (string, bool) {
-	s, ok := l.store.(*localStore)
+	st := l.store
+	if f, ok := st.(*faultStore); ok {
+		st = f.next
+	}
+	s, ok := st.(*localStore)
 	if !ok {
 		return "", false
 	}

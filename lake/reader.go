@@ -359,7 +359,7 @@ func (l *Lake) openParquet(ctx context.Context, key string, size int64) (objectR
 	}
 	if _, err := f.ReadAt(tail[:], f.Size()-8); err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadFile, key, err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
 	}
 	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > f.Size()-12 {
 		f.Close()
@@ -371,10 +371,13 @@ func (l *Lake) openParquet(ctx context.Context, key string, size int64) (objectR
 		// request of its own.
 		opts = append(opts, parquet.SkipMagicBytes(true))
 	}
-	pf, err := parquet.OpenFile(f, f.Size(), opts...)
-	if err != nil {
+	var pf *parquet.File
+	if err := openFile(key, func() (err error) { pf, err = parquet.OpenFile(f, f.Size(), opts...); return err }); err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("%w: %s: %v", ErrBadFile, key, err)
+		if errors.Is(err, ErrBadFile) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
 	}
 	return f, pf, nil
 }
@@ -628,8 +631,8 @@ func (c *fileCursor) next(ctx context.Context) (bool, error) {
 		if err := c.prefetch(rgi); err != nil {
 			return false, err
 		}
-		if err := b.decode(s, c.pf.RowGroups()[rgi], c.cols); err != nil {
-			return false, fmt.Errorf("%w: %s row group %d: %v", ErrBadFile, c.path, rgi, err)
+		if err := c.decode(s, b, rgi); err != nil {
+			return false, fmt.Errorf("%w: %s row group %d: %w", ErrBadFile, c.path, rgi, err)
 		}
 		s.stats.RowsRead += int64(b.n)
 		c.i = -1

@@ -133,7 +133,8 @@ func (l *Lake) readPaneTable(ctx context.Context, table, stream string, from, to
 }
 
 // readRows reads every row of the parquet file key as T.
-func readRows[T any](ctx context.Context, l *Lake, key string, size int64) ([]T, error) {
+func readRows[T any](ctx context.Context, l *Lake, key string, size int64) (_ []T, err error) {
+	defer DecodePanic(key, &err)
 	f, err := l.store.open(ctx, key, size)
 	if err != nil {
 		return nil, err
@@ -141,7 +142,7 @@ func readRows[T any](ctx context.Context, l *Lake, key string, size int64) ([]T,
 	defer f.Close()
 	rows, err := parquet.Read[T](f, f.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadFile, key, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
 	}
 	return rows, nil
 }

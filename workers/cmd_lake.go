@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -81,6 +82,10 @@ func lakeOptions(c config.Lake, root string) (lake.Options, error) {
 		root = c.Root
 	}
 	opts := lake.Options{Root: root}
+	if c.Faults.Rate > 0 { // chaos only (docs/adr/0022-lake-fault-injection.md)
+		opts.Faults = lake.UniformFaults(uint64(c.Faults.Seed), c.Faults.Rate)
+		slog.Warn("lake: storage fault injection is on (lake.faults: chaos testing only)", "rate", c.Faults.Rate, "seed", c.Faults.Seed)
+	}
 	if !lake.IsS3Root(root) {
 		return opts, nil
 	}

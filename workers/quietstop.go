@@ -7,6 +7,8 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
+
+	"reckon/activities"
 )
 
 // errTypeWorkerStopping is the application error type of an activity
@@ -16,11 +18,12 @@ const errTypeWorkerStopping = "WorkerStopping"
 // batchWorkerOptions are the options of the batch worker: Z-report entities
 // idle for days, so more workflow pollers keep signal bursts moving
 // (measured ~25% faster end to end with 8); quietStop keeps a clean stop
-// out of the error log.
+// out of the error log; activities.LakeErrors fails an activity at once
+// when the lake's storage refuses access for good.
 func batchWorkerOptions() worker.Options {
 	return worker.Options{
 		MaxConcurrentWorkflowTaskPollers: 8,
-		Interceptors:                     []interceptor.WorkerInterceptor{&quietStop{}},
+		Interceptors:                     []interceptor.WorkerInterceptor{&quietStop{}, &activities.LakeErrors{}},
 	}
 }
 

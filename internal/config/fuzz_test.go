@@ -33,6 +33,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add(deploy.DefaultConfig, "", "")
 	f.Add(deploy.DefaultConfig, "RECKON_KAFKA_BROKERS=a:1, b:2\nRECKON_STREAM_WORKER_MAX_ATTEMPTS=5\nPATH=/bin\nRECKON_CONFIG=ignored\nRECKON_TEST_TEMPORAL_BIN=/x", "gate.max_future_skew=90s\ntemporal.namespace=prod")
 	f.Add(deploy.DefaultConfig, "RECKON_KAFKA_BROKER=x:1", "")
+	f.Add(deploy.DefaultConfig, "RECKON_LAKE_FAULTS_RATE=0.05", "lake.faults.seed=-3\nlake.faults.rate=NaN")
 	f.Add(deploy.DefaultConfig, "", "kafka.nope=1")
 	f.Add(deploy.DefaultConfig, "RECKON_STREAM_WORKER_COMMIT_INTERVAL=20ms\nRECKON_METRICS_ADDR=\nRECKON_GATE_ALLOW_UNKNOWN_TYPES=true\nRECKON_ZREPORT_OFD_SIM_FAILURE_FRACTION=0.5", "batch.reconcile_at=03:30\nbatch.timezone=Asia/Jakarta\ndev.kafka_port=0")
 	f.Add(deploy.DefaultConfig, "RECKON_KAFKA_SASL_MECHANISM=PLAIN\nRECKON_KAFKA_SASL_USERNAME=u\nRECKON_KAFKA_SASL_PASSWORD=p\nRECKON_KAFKA_TLS_ENABLED=true", "")

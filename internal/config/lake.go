@@ -21,6 +21,10 @@ type Lake struct {
 	// Compaction tunes the continuous compaction of the raw table
 	// (docs/adr/0018-continuous-compaction.md).
 	Compaction LakeCompaction `yaml:"compaction"`
+	// Faults injects storage faults into every lake access of the
+	// process: for `make chaos` and tests only, never in production
+	// (docs/adr/0022-lake-fault-injection.md). Default off.
+	Faults LakeFaults `yaml:"faults"`
 }
 
 // LakeCompaction tunes the compaction workflow `reckon batch` runs per raw
@@ -83,6 +87,17 @@ func (c LakeCompaction) validate(bad func(format string, a ...any)) {
 	}
 }
 
+// LakeFaults makes the lake's storage fail on purpose: a fraction of its
+// calls fail, stall, time out, read short, find the disk full or lose
+// their answer (lake.UniformFaults). Chaos testing only.
+type LakeFaults struct {
+	// Rate is the fraction of storage calls that draw a transient fault,
+	// 0..1. Default 0: no fault injection.
+	Rate float64 `yaml:"rate"`
+	// Seed makes the faults repeatable. Default 0.
+	Seed int64 `yaml:"seed"`
+}
+
 // LakeS3 is the connection to the object store of an s3:// lake root. The
 // zero value means AWS S3 with credentials from the environment or the
 // instance role; Region is then required.
@@ -137,6 +152,9 @@ func validateLake(l Lake) []error {
 	var errs []error
 	bad := func(format string, a ...any) {
 		errs = append(errs, fmt.Errorf("config: "+format, a...))
+	}
+	if !(l.Faults.Rate >= 0 && l.Faults.Rate <= 1) {
+		bad("lake.faults.rate: %v outside 0..1", l.Faults.Rate)
 	}
 	s := l.S3
 	switch {

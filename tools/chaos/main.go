@@ -7,7 +7,9 @@
 // everything settle, runs the reconciliation for the traffic's date(s) and
 // then `reckon verify --truth`. It prints what was killed when, the ledger,
 // and a final line `chaos: N passed, M failed`; it exits non-zero on any
-// failure.
+// failure. With -lake-faults R (make chaos CHAOS_ARGS='-lake-faults 0.05')
+// the stack's lake storage also fails, stalls or loses the answer of a
+// fraction R of its calls (docs/adr/0022-lake-fault-injection.md).
 //
 // Run from the module root: go run ./tools/chaos -bin bin/reckon -temporal bin/temporal
 //
@@ -67,7 +69,12 @@ func main() {
 	seed := flag.Int64("seed", 0, "random seed of the kill schedule and the generator (0: from the clock)")
 	budget := flag.Duration("timeout", 12*time.Minute, "give up after this long")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
+	lakeFaults := flag.Float64("lake-faults", 0, "fraction of the dev stack's lake storage calls that fail on purpose (lake.faults.rate, docs/adr/0022-lake-fault-injection.md); 0: none. The reconcile and verify commands read the lake without faults")
 	flag.Parse()
+	if *lakeFaults < 0 || *lakeFaults > 1 {
+		fmt.Fprintf(os.Stderr, "chaos: -lake-faults %v outside 0..1\n", *lakeFaults)
+		os.Exit(2)
+	}
 	if *seed == 0 {
 		*seed = time.Now().UnixNano() % 1_000_000
 	}
@@ -75,7 +82,7 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *budget)
 	defer cancel()
-	code := run(ctx, *bin, *temporalBin, *base, *count, *rate, *seed, *keep)
+	code := run(ctx, *bin, *temporalBin, *base, *count, *rate, *seed, *lakeFaults, *keep)
 	os.Exit(code)
 }
 
@@ -83,7 +90,7 @@ func say(format string, a ...any) {
 	fmt.Printf("chaos %s  "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, a...)...)
 }
 
-func run(ctx context.Context, bin, temporalBin, base string, count int64, rate float64, seed int64, keep bool) int {
+func run(ctx context.Context, bin, temporalBin, base string, count int64, rate float64, seed int64, lakeFaults float64, keep bool) int {
 	var results []result
 	check := func(name string, err error) bool {
 		results = append(results, result{name, err})
@@ -122,7 +129,16 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 	if keep {
 		say("data in %s (kept)", dir)
 	} else {
-		defer os.RemoveAll(dir)
+		// A failed run keeps its data (dev.log, the lake) for diagnosis.
+		defer func() {
+			for _, r := range results {
+				if r.err != nil {
+					say("data in %s (kept: the run failed)", dir)
+					return
+				}
+			}
+			os.RemoveAll(dir)
+		}()
 	}
 	cfgPath, sets, err := writeConfig(base, dir)
 	if err != nil {
@@ -144,6 +160,14 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 8))
 	say("seed %d, dir %s, broker %s, temporal %s", seed, dir, cfg.Kafka.Brokers[0], cfg.Temporal.Address)
+	// Storage faults go to the dev stack only (its children inherit its
+	// --set): the stack must get past them, and the checks after it read
+	// the lake as it is.
+	devArgs := setArgs("dev", "--without", "generate,ofd")
+	if lakeFaults > 0 {
+		devArgs = append(devArgs, "--set", "lake.faults.rate="+strconv.FormatFloat(lakeFaults, 'f', -1, 64), "--set", "lake.faults.seed="+strconv.FormatInt(seed, 10))
+		say("lake storage faults: %g of the stack's lake calls fail, stall or lose their answer (seed %d)", lakeFaults, seed)
+	}
 
 	// The dev stack, without its forever generators and the OFD simulator.
 	devLog, err := os.Create(filepath.Join(dir, "dev.log"))
@@ -152,7 +176,7 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 		return finish()
 	}
 	defer devLog.Close()
-	dev := exec.Command(bin, setArgs("dev", "--without", "generate,ofd")...)
+	dev := exec.Command(bin, devArgs...)
 	dev.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	dev.Stdout, dev.Stderr = pw, pw
@@ -309,6 +333,10 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 	fmt.Print(indent(out))
 	check("verify --truth (conserved: produced = accepted + late + dead-lettered + duplicates; closed windows = truth)", err)
 
+	if lakeFaults > 0 {
+		injected := strings.Count(readFileString(devLog.Name()), "lake: injected ")
+		say("lake faults named in the stack's log: %d (failed attempts the stack retried)", injected)
+	}
 	fmt.Println("kills:")
 	for _, k := range kills {
 		status := "restarted after " + k.back.Round(100*time.Millisecond).String()
@@ -408,6 +436,11 @@ func readPid(runDir, name string) (int, error) {
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func readFileString(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
 
 func manifestComplete(path string) error {
 	b, err := os.ReadFile(path)

@@ -1,0 +1,50 @@
+package activities
+
+import (
+	"context"
+	"errors"
+
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+
+	"reckon/lake"
+)
+
+// LakeErrors is a worker interceptor that classifies lake storage failures
+// in one place for every activity: an activity that fails because the
+// lake's storage refuses access for good (lake.IsPermanent: access denied,
+// the bucket gone) fails with a non-retryable application error of type
+// ErrTypeLakeAccess whose message names the cause, so the workflow and the
+// UI show it at once instead of after hours of retries. Transient storage
+// failures (5xx, timeouts, short reads, a full disk) stay retryable, and an
+// error that already is an application error keeps its type.
+type LakeErrors struct {
+	interceptor.WorkerInterceptorBase
+}
+
+// InterceptActivity implements interceptor.WorkerInterceptor.
+func (*LakeErrors) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	return &lakeErrorsActivity{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}}
+}
+
+type lakeErrorsActivity struct {
+	interceptor.ActivityInboundInterceptorBase
+}
+
+// ExecuteActivity implements interceptor.ActivityInboundInterceptor.
+func (a *lakeErrorsActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	out, err := a.Next.ExecuteActivity(ctx, in)
+	return out, LakeError(err)
+}
+
+// LakeError returns err as a non-retryable ErrTypeLakeAccess application
+// error when lake.IsPermanent(err), else err unchanged.
+func LakeError(err error) error {
+	if err == nil || !lake.IsPermanent(err) {
+		return err
+	}
+	if _, ok := errors.AsType[*temporal.ApplicationError](err); ok {
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError("lake storage refuses access (not retried): "+err.Error(), ErrTypeLakeAccess, err)
+}

@@ -1,0 +1,50 @@
+package workers
+
+import (
+	"errors"
+	"io"
+	"testing"
+
+	"reckon/internal/config"
+	"reckon/lake"
+)
+
+// TestLakeFaultsFromConfig: lake.faults.rate turns storage fault
+// injection on for every lake the process opens (chaos only), with the
+// seed; the default leaves it off.
+func TestLakeFaultsFromConfig(t *testing.T) {
+	cfg, err := config.Load("", nil, []string{"lake.root=" + t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts, err := lakeOptions(cfg.Lake, ""); err != nil || opts.Faults != nil {
+		t.Fatalf("default config: faults %+v, %v; want none", opts.Faults, err)
+	}
+	cfg, err = config.Load("", []string{"RECKON_LAKE_FAULTS_RATE=1"}, []string{"lake.root=" + t.TempDir(), "lake.faults.seed=9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := lakeOptions(cfg.Lake, "")
+	if err != nil || opts.Faults == nil || opts.Faults.Seed != 9 {
+		t.Fatalf("lake.faults set: %+v, %v", opts.Faults, err)
+	}
+	l, err := openConfiguredLake(cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At rate 1 every call draws a transient fault; latency alone lets a
+	// call through, so some fail and name the fault.
+	failed := 0
+	for range 20 {
+		_, err := l.WriteFile(t.Context(), "reports/x/y.json", func(w io.Writer) error { _, err := w.Write([]byte("{}")); return err })
+		if errors.Is(err, lake.ErrInjected) {
+			failed++
+		}
+	}
+	if failed == 0 || l.FaultsInjected() < 10 {
+		t.Errorf("rate 1: %d of 20 writes failed, %d faults injected", failed, l.FaultsInjected())
+	}
+	if _, err := config.Load("", nil, []string{"lake.root=/tmp/x", "lake.faults.rate=1.5"}); err == nil {
+		t.Error("lake.faults.rate 1.5 accepted")
+	}
+}
