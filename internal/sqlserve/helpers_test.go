@@ -149,12 +149,26 @@ func buildLake(t testing.TB) *testLake {
 		}
 		truth = append(truth, tp)
 	}
+	var written []string
 	for name, ps := range map[string][]event.Pane{"stream-panes": stream, "recompute-corrections": batch} {
-		if _, err := l.WritePanes(ctx, "suhu", name, ps); err != nil {
+		fs, err := l.WritePanes(ctx, "suhu", name, ps)
+		if err != nil {
 			t.Fatal(err)
 		}
+		for _, f := range fs {
+			written = append(written, f.Path)
+		}
 	}
-	if _, err := l.WriteTruth(ctx, "suhu", "recompute-2026-11-07", truth); err != nil {
+	fs, err := l.WriteTruth(ctx, "suhu", "recompute-2026-11-07", truth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		written = append(written, f.Path)
+	}
+	// The curated windows and corrections tables, as the batch side curates
+	// them (one call: it orders each window's versions itself).
+	if _, err := l.Curate(ctx, written); err != nil {
 		t.Fatal(err)
 	}
 

@@ -20,8 +20,12 @@ type baseTable struct {
 }
 
 // baseTables are the lake tables the views read, as lake/schema.go,
-// lake/truth_table.go and activities/zreport_lake.go write them (each
-// file's columns, then the hive partition columns).
+// lake/truth_table.go, lake/curated.go and activities/zreport_lake.go
+// write them (each file's columns, then the hive partition columns).
+// windows and corrections are the curated tables
+// (docs/adr/0019-curated-tables.md), read as they are: they hold the
+// windowsHistorySQL and correctionsHistorySQL definitions materialised by
+// the batch side, so the views need no window function over the history.
 var baseTables = []baseTable{
 	{view: "raw", dir: "raw", hive: "{'topic': VARCHAR, 'event_date': DATE, 'event_hour': INTEGER}", cols: []column{
 		{"event_id", "VARCHAR"}, {"event_type", "VARCHAR"}, {"occurred_at", "TIMESTAMPTZ"}, {"ingested_at", "TIMESTAMPTZ"},
@@ -30,6 +34,8 @@ var baseTables = []baseTable{
 	}},
 	{view: "panes", dir: "summaries", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: paneColumns},
 	{view: "truth", dir: "truth", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: paneColumns},
+	{view: "windows", dir: "windows", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: windowColumns},
+	{view: "corrections", dir: "corrections", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: correctionColumns},
 	{view: "zreport_versions", dir: "zreports", hive: "{'close_date': DATE}", cols: []column{
 		{"fiscal_drive", "VARCHAR"}, {"shift", "BIGINT"}, {"version", "BIGINT"}, {"status", "VARCHAR"},
 		{"shift_closed_at", "TIMESTAMPTZ"}, {"finalized_at", "TIMESTAMPTZ"}, {"reason", "VARCHAR"},
@@ -49,6 +55,26 @@ var paneColumns = []column{
 	{"count", "BIGINT"}, {"sum", "DOUBLE"}, {"min", "DOUBLE"}, {"max", "DOUBLE"}, {"version", "BIGINT"},
 	{"timing", "VARCHAR"}, {"computed_by", "VARCHAR"}, {"watermark", "TIMESTAMPTZ"}, {"emitted_at", "TIMESTAMPTZ"},
 	{"reason", "VARCHAR"}, {"window_date", "DATE"},
+}
+
+// windowColumns are the columns the windows view and windows_as_of
+// expose: of the curated table (lake.WindowRow) all but watermark,
+// emitted_at (updated_at is the same instant) and the hive column
+// window_date, so windows and windows_as_of(T) stay one shape.
+var windowColumns = []column{
+	{"stream", "VARCHAR"}, {"key", "VARCHAR"}, {"window_start", "TIMESTAMPTZ"}, {"window_end", "TIMESTAMPTZ"},
+	{"count", "BIGINT"}, {"sum", "DOUBLE"}, {"min", "DOUBLE"}, {"max", "DOUBLE"}, {"version", "BIGINT"},
+	{"status", "VARCHAR"}, {"timing", "VARCHAR"}, {"computed_by", "VARCHAR"}, {"reason", "VARCHAR"}, {"updated_at", "TIMESTAMPTZ"},
+}
+
+// correctionColumns are the curated corrections table's columns
+// (lake.CorrectionRow) without the hive column window_date.
+var correctionColumns = []column{
+	{"stream", "VARCHAR"}, {"key", "VARCHAR"}, {"window_start", "TIMESTAMPTZ"}, {"window_end", "TIMESTAMPTZ"},
+	{"version", "BIGINT"}, {"reason", "VARCHAR"}, {"emitted_at", "TIMESTAMPTZ"},
+	{"count", "BIGINT"}, {"sum", "DOUBLE"}, {"min", "DOUBLE"}, {"max", "DOUBLE"},
+	{"prev_version", "BIGINT"}, {"prev_count", "BIGINT"}, {"prev_sum", "DOUBLE"}, {"prev_min", "DOUBLE"}, {"prev_max", "DOUBLE"},
+	{"prev_computed_by", "VARCHAR"}, {"prev_emitted_at", "TIMESTAMPTZ"},
 }
 
 // sqlString quotes s as a SQL string literal.
@@ -84,25 +110,31 @@ func (b baseTable) sql(root string, present bool) string {
 }
 
 // The derived views and table macros: each view's SQL is written once
-// here, so it can switch to the curated tables when they exist. asOf is
-// a predicate on emitted_at (or finalized_at) for the *_as_of macros,
-// "true" for the current views.
+// here. asOf is a predicate on emitted_at (or finalized_at) for the
+// *_as_of macros, "true" for the current views.
 
 // eventsSQL keeps one row per (topic, event_id): the lake holds a
 // redelivered event once per delivery, with the same bytes; the copy kept
 // is the first archived (earliest ingested_at, then partition and
 // offset), so the answer does not change between runs. (DISTINCT ON
 // without an order is about as fast for SELECT * but picks any copy.)
+// Compacted closed hours hold each event once, but the dedup still runs
+// on every hour: a compacted hour can hold archive files beside its
+// compacted ones (late files, a compaction between writing its outputs
+// and deleting its inputs, docs/adr/0018-continuous-compaction.md), and
+// no file name says an hour is in neither state.
 const eventsSQL = `SELECT * FROM raw
 QUALIFY row_number() OVER (PARTITION BY topic, event_id ORDER BY ingested_at, kafka_partition, kafka_offset) = 1`
 
-// windowsSQL is every window's latest version (highest version, ties to
-// the latest emitted_at, docs/adr/0008-batch-truth.md) with its status:
-// corrected when that version is a batch correction, final when it is a
-// stream pane and the batch has checked the window (a truth row exists),
-// provisional otherwise. asOf filters panes and truth rows alike, on
-// emitted_at.
-func windowsSQL(asOf string) string {
+// windowsHistorySQL computes the windows table from the history: every
+// window's latest version (highest version, ties to the latest
+// emitted_at, docs/adr/0008-batch-truth.md) with its status: corrected
+// when that version is a batch correction, final when it is a stream pane
+// and the batch has checked the window (a truth row exists), provisional
+// otherwise. asOf filters panes and truth rows alike, on emitted_at.
+// windows_as_of is this definition; the windows view reads the curated
+// table, which equals it with asOf "true" (TestCuratedViewsEqualHistory).
+func windowsHistorySQL(asOf string) string {
 	return `WITH latest AS (
   SELECT * FROM panes WHERE ` + asOf + `
   QUALIFY row_number() OVER (PARTITION BY stream, key, window_start ORDER BY version DESC, emitted_at DESC) = 1
@@ -115,20 +147,28 @@ SELECT l.stream, l.key, l.window_start, l.window_end, l."count", l."sum", l."min
 FROM latest l LEFT JOIN checked c ON c.stream = l.stream AND c.key = l.key AND c.window_start = l.window_start`
 }
 
-// correctionsSQL is one row per batch correction with the figures of the
-// version before it (NULL when the window never had one: reason
-// "missing"). A version published twice counts once (its latest copy).
-const correctionsSQL = `WITH v AS (
+// correctionsHistorySQL computes the corrections table from the history:
+// one row per batch correction, its first copy (earliest emitted_at: the
+// curated table adds a correction when it is first archived and never
+// changes it), with the figures of the window's latest version below it
+// (that version's latest copy; NULL when the window never had one: reason
+// "missing"). The corrections view reads the curated table, which equals
+// this (TestCuratedViewsEqualHistory).
+const correctionsHistorySQL = `WITH v AS (
   SELECT * FROM panes
   QUALIFY row_number() OVER (PARTITION BY stream, key, window_start, version ORDER BY emitted_at DESC) = 1
 ), h AS (
-  SELECT *, lag(version) OVER w AS prev_version, lag("count") OVER w AS prev_count, lag("sum") OVER w AS prev_sum,
-    lag("min") OVER w AS prev_min, lag("max") OVER w AS prev_max
+  SELECT stream, key, window_start, version, lag(version) OVER w AS prev_version, lag("count") OVER w AS prev_count,
+    lag("sum") OVER w AS prev_sum, lag("min") OVER w AS prev_min, lag("max") OVER w AS prev_max,
+    lag(computed_by) OVER w AS prev_computed_by, lag(emitted_at) OVER w AS prev_emitted_at
   FROM v WINDOW w AS (PARTITION BY stream, key, window_start ORDER BY version)
+), c AS (
+  SELECT * FROM panes WHERE computed_by = 'batch'
+  QUALIFY row_number() OVER (PARTITION BY stream, key, window_start, version ORDER BY emitted_at) = 1
 )
-SELECT stream, key, window_start, window_end, version, reason, emitted_at, "count", "sum", "min", "max",
-  prev_version, prev_count, prev_sum, prev_min, prev_max
-FROM h WHERE computed_by = 'batch'`
+SELECT c.stream, c.key, c.window_start, c.window_end, c.version, c.reason, c.emitted_at, c."count", c."sum", c."min", c."max",
+  h.prev_version, h.prev_count, h.prev_sum, h.prev_min, h.prev_max, h.prev_computed_by, h.prev_emitted_at
+FROM c JOIN h USING (stream, key, window_start, version)`
 
 // zreportsSQL is each business key's (fiscal_drive, shift) latest
 // version; asOf filters on finalized_at.
@@ -147,10 +187,8 @@ type derived struct {
 // derivedViews are created after the base views, in this order.
 var derivedViews = []derived{
 	{name: "events", sql: eventsSQL},
-	{name: "windows", sql: windowsSQL("true")},
-	{name: "corrections", sql: correctionsSQL},
 	{name: "zreports", sql: zreportsSQL("true")},
-	{name: "windows_as_of", macro: true, sql: windowsSQL("emitted_at <= CAST(as_of AS TIMESTAMPTZ)")},
+	{name: "windows_as_of", macro: true, sql: windowsHistorySQL("emitted_at <= CAST(as_of AS TIMESTAMPTZ)")},
 	{name: "zreports_as_of", macro: true, sql: zreportsSQL("finalized_at <= CAST(as_of AS TIMESTAMPTZ)")},
 }
 
