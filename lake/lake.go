@@ -3,6 +3,7 @@ package lake
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -82,6 +83,7 @@ type Lake struct {
 	opts  Options
 	codec *zstd.Codec
 	store storage
+	bufs  sync.Pool // *rgData: decode buffers of finished scans
 }
 
 // Open returns a Lake at opts.Root. A local directory is created on the

@@ -104,6 +104,63 @@ func (l *Lake) Scan(ctx context.Context, q Query, cols Columns, fn func(r *RawRo
 	return s.stats, err
 }
 
+// RowView is one row of a ScanRows scan, read in place from the decoded
+// columns: nothing is copied or converted until asked for. It is valid only
+// during the callback that received it.
+type RowView struct {
+	s *scanner
+	b *rgData
+	i int
+}
+
+// KeyID is the row's key as a small integer, the same for the same key
+// throughout one scan (and only one): Key returns the string.
+func (r *RowView) KeyID() int32 { return r.b.key[r.i] }
+
+// Key is the row's key.
+func (r *RowView) Key() string { return r.s.keys[r.b.key[r.i]] }
+
+// OccurredAt is the row's event time, microseconds since the epoch.
+func (r *RowView) OccurredAt() int64 { return r.b.occ[r.i] }
+
+// IngestedAt is the row's ingest time, microseconds since the epoch; zero
+// unless the scan reads ColIngestedAt.
+func (r *RowView) IngestedAt() int64 {
+	if r.s.cols&ColIngestedAt == 0 {
+		return 0
+	}
+	return r.b.ing[r.i]
+}
+
+// Value is the row's value; zero unless the scan reads ColValue.
+func (r *RowView) Value() float64 {
+	if r.s.cols&ColValue == 0 {
+		return 0
+	}
+	return r.b.val[r.i]
+}
+
+// EventUUID decodes the row's event_id as a lowercase canonical UUID (the
+// only form the gate admits); ok is false for any other text.
+func (r *RowView) EventUUID() (id [16]byte, ok bool) { return parseUUID(r.b.id.at(r.i)) }
+
+// ScanRows is Scan without copying each row into a RawRow: fn sees the
+// row in place (RowView), keys as ids. Rows, order, deduplication and
+// pruning are Scan's; cols says which of ColIngestedAt and ColValue to
+// read (event_id, key and occurred_at are always read).
+func (l *Lake) ScanRows(ctx context.Context, q Query, cols Columns, fn func(r *RowView) error) (ScanStats, error) {
+	s, err := l.newScanner(q, cols)
+	if err != nil {
+		return ScanStats{}, err
+	}
+	v := RowView{s: s}
+	err = s.run(ctx, func(b *rgData, i int) error {
+		v.b, v.i = b, i
+		return fn(&v)
+	})
+	return s.stats, err
+}
+
 // WindowAgg is the aggregate of one key in one window.
 type WindowAgg struct {
 	Key         string
@@ -385,6 +442,7 @@ func (s *scanner) run(ctx context.Context, visit func(b *rgData, i int) error) e
 		return err
 	}
 	s.stats.HourDirs = len(hours)
+	defer s.release()
 	for _, h := range hours {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -394,6 +452,17 @@ func (s *scanner) run(ctx context.Context, visit func(b *rgData, i int) error) e
 		}
 	}
 	return nil
+}
+
+// release hands the scan's decode buffers to the lake for the next scan
+// (a recompute scans a day hour by hour, and each hour's buffers would
+// otherwise grow from nothing again).
+func (s *scanner) release() {
+	for _, b := range s.pool {
+		clear(b.dictMap) // the dictionaries belong to closed files
+		s.lake.bufs.Put(b)
+	}
+	s.pool = nil
 }
 
 // scanHour visits the rows of one hour directory. Every file is sorted by
@@ -526,6 +595,8 @@ func (s *scanner) openCursor(ctx context.Context, key string, size int64) (*file
 	c := &fileCursor{s: s, path: key, f: f, pf: pf, cols: cols, sorted: declaresRawOrder(pf), i: -1}
 	if len(s.pool) > 0 {
 		c.b, s.pool = s.pool[len(s.pool)-1], s.pool[:len(s.pool)-1]
+	} else if b, ok := s.lake.bufs.Get().(*rgData); ok {
+		c.b = b
 	} else {
 		c.b = new(rgData)
 	}
@@ -940,10 +1011,16 @@ func readBytes(cc parquet.ColumnChunk, dst *byteColumn) error {
 // readInterned appends a low-cardinality string column as interned ids.
 // Dictionary pages map each dictionary entry once.
 func (b *rgData) readInterned(cc parquet.ColumnChunk, dst *[]int32, intern func(string) int32) error {
+	return readInterned(cc, dst, b.dictMap, intern)
+}
+
+// readInterned appends a low-cardinality string column as interned ids;
+// dictMap caches each dictionary's ids.
+func readInterned(cc parquet.ColumnChunk, dst *[]int32, dictMap map[parquet.Dictionary][]int32, intern func(string) int32) error {
 	return eachPage(cc, func(p parquet.Page) error {
 		d := p.Data()
 		if dict := p.Dictionary(); dict != nil {
-			m, ok := b.dictMap[dict]
+			m, ok := dictMap[dict]
 			if !ok {
 				dd := dict.Page().Data()
 				data, offs := dd.ByteArray()
@@ -951,7 +1028,7 @@ func (b *rgData) readInterned(cc parquet.ColumnChunk, dst *[]int32, intern func(
 				for j := range m {
 					m[j] = intern(string(data[offs[j]:offs[j+1]]))
 				}
-				b.dictMap[dict] = m
+				dictMap[dict] = m
 			}
 			for _, j := range d.Int32() {
 				*dst = append(*dst, m[j])
