@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -210,6 +211,7 @@ func (a *BatchTruth) loadPublished(ctx context.Context, t *windowTable, stream s
 	if err != nil {
 		return err
 	}
+	t.cells = slices.Grow(t.cells, figs.Len()) // one cell a window, often one pane
 	keys := make([]int32, len(figs.Keys))
 	for i, k := range figs.Keys {
 		keys[i] = t.intern(k)

@@ -299,15 +299,19 @@ func (a *BatchTruth) writeTruthTable(ctx context.Context, res *RecomputeResult, 
 func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to time.Time, keys []string, t *windowTable) error {
 	step := st.Window * time.Duration(max(1, int64((time.Hour+st.Window-1)/st.Window)))
 	win := int64(st.Window)
-	var seen eventIDSet
-	var remap []int32 // scan key id -> t's key id + 1 (0: not yet seen)
+	var (
+		seen  chunkDedup
+		cells []int32   // the chunk's counted rows: cell, value
+		vals  []float64 //
+		remap []int32   // scan key id -> t's key id + 1 (0: not yet seen)
+	)
 	for cf := from; cf.Before(to); cf = cf.Add(step) {
 		ct := cf.Add(step)
 		if ct.After(to) {
 			ct = to
 		}
 		seen.reset()
-		remap = remap[:0]
+		cells, vals, remap = cells[:0], vals[:0], remap[:0]
 		cur, ci := cellID{key: -1}, int32(-1)
 		stats, err := a.Lake.ScanRows(ctx, lake.Query{Topic: st.Topic, From: cf, To: ct, Keys: keys, EventTypes: st.EventTypes},
 			lake.ColIngestedAt|lake.ColValue,
@@ -344,14 +348,18 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 				if !nanoMicros(occ) || !nanoMicros(r.IngestedAt()) || math.IsNaN(v) || math.IsInf(v, 0) {
 					return nil // operator.ErrRecord: not counted
 				}
-				if !seen.add(eid) {
-					return nil // a duplicate in the chunk: the first counts
-				}
-				c.truth.Add(v)
+				seen.add(eid)
+				cells, vals = append(cells, ci), append(vals, v)
 				return nil
 			})
 		if err != nil {
 			return err
+		}
+		// In scan order, each event_id of the chunk once: the first.
+		for i, dup := range seen.repeats() {
+			if !dup {
+				t.cells[cells[i]].truth.Add(vals[i])
+			}
 		}
 		if activity.IsActivity(ctx) {
 			activity.RecordHeartbeat(ctx, fmt.Sprintf("scanned %s: %d rows", ct.Format(time.RFC3339), stats.Rows))

@@ -242,6 +242,9 @@ func (l *Lake) readPaneFigures(ctx context.Context, tf tableFile, out *PaneFigur
 		}
 		leaf[i] = c.ColumnIndex
 	}
+	if n := int(pf.NumRows()); n > 0 {
+		out.grow(n)
+	}
 	i64 := func(v []parquet.Value, i int) int64 { return v[i].Int64() }
 	f64 := func(v []parquet.Value, i int) float64 { return v[i].Double() }
 	for rgi, rg := range pf.RowGroups() {
@@ -276,6 +279,14 @@ func (l *Lake) readPaneFigures(ctx context.Context, tf tableFile, out *PaneFigur
 		out.keep(n0, func(i int) bool { return out.WindowStart[i] >= fromUS && out.WindowStart[i] < toUS })
 	}
 	return nil
+}
+
+// grow makes room for n more rows in every column.
+func (f *PaneFigures) grow(n int) {
+	f.Key, f.ComputedBy = slices.Grow(f.Key, n), slices.Grow(f.ComputedBy, n)
+	f.WindowStart, f.EmittedAt = slices.Grow(f.WindowStart, n), slices.Grow(f.EmittedAt, n)
+	f.Version, f.Count = slices.Grow(f.Version, n), slices.Grow(f.Count, n)
+	f.Sum, f.Min, f.Max = slices.Grow(f.Sum, n), slices.Grow(f.Min, n), slices.Grow(f.Max, n)
 }
 
 // keep drops the rows from n0 on for which ok is false, keeping the order.
