@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -1081,36 +1082,9 @@ func (s *idSet) add(id []byte) bool {
 	return true
 }
 
-// parseUUID decodes a canonical 8-4-4-4-12 lowercase hex UUID.
+// parseUUID decodes a canonical 8-4-4-4-12 lowercase hex UUID, with the
+// gate's own decoder (eight digits at a time).
 func parseUUID(b []byte) (u [16]byte, ok bool) {
-	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
-		return u, false
-	}
-	j := 0
-	bad := byte(0)
-	for i := 0; i < 36; i += 2 {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++
-		}
-		hi, lo := hexVal[b[i]], hexVal[b[i+1]]
-		bad |= hi | lo
-		u[j] = hi<<4 | lo&0x0f
-		j++
-	}
-	return u, bad&0x80 == 0
+	// The string lives only for the call: ParseUUID keeps nothing.
+	return event.ParseUUID(unsafe.String(unsafe.SliceData(b), len(b)))
 }
-
-// hexVal maps lowercase hex digits to their value and everything else to
-// 0x80.
-var hexVal = func() (t [256]byte) {
-	for i := range t {
-		t[i] = 0x80
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = byte(c - '0')
-	}
-	for c := 'a'; c <= 'f'; c++ {
-		t[c] = byte(c-'a') + 10
-	}
-	return t
-}()
