@@ -53,7 +53,7 @@ type windowTable struct {
 
 // maxDenseCells bounds the dense index (4 bytes an entry): a million
 // keys with a few windows each must not allocate every key's day.
-const maxDenseCells = 1 << 24
+const maxDenseCells = 1 << 22
 
 // cell is one window: what consumers of the summaries topic hold for it
 // (the highest version by any producer, and the stream's own highest),

@@ -112,8 +112,9 @@ func TruthFileName(in RecomputeInput) string {
 // RecomputeWindows recomputes the truth of a stream's windows from the
 // lake and publishes version latest+1, timing correction, where the latest
 // published pane differs (or none exists). It reads what is published,
-// scans the lake (dedup by event_id) through the stream operator's own
-// window code (operator.Truth) and diffs; then, in a short critical
+// folds the lake's rows (dedup by event_id) into their windows as the
+// stream operator's own window code does (operator.Truth; foldLake) and
+// diffs; then, in a short critical
 // section (publishFenced), it fences every other publisher of this stream
 // and date (transactional id), reads the latest versions again, leaves
 // windows someone published to meanwhile alone, writes the truth table and
