@@ -300,6 +300,7 @@ func (a *BatchTruth) writeTruthTable(ctx context.Context, res *RecomputeResult, 
 func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to time.Time, keys []string, t *windowTable) error {
 	step := st.Window * time.Duration(max(1, int64((time.Hour+st.Window-1)/st.Window)))
 	win := int64(st.Window)
+	scan := a.Lake.NewRowScanner() // its buffers serve every chunk
 	var (
 		seen  chunkDedup
 		cells []int32   // the chunk's counted rows: cell, value
@@ -314,7 +315,7 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 		seen.reset()
 		cells, vals, remap = cells[:0], vals[:0], remap[:0]
 		cur, ci := cellID{key: -1}, int32(-1)
-		stats, err := a.Lake.ScanRows(ctx, lake.Query{Topic: st.Topic, From: cf, To: ct, Keys: keys, EventTypes: st.EventTypes},
+		stats, err := scan.Scan(ctx, lake.Query{Topic: st.Topic, From: cf, To: ct, Keys: keys, EventTypes: st.EventTypes},
 			lake.ColIngestedAt|lake.ColValue,
 			func(r *lake.RowView) error {
 				sk := r.KeyID()

@@ -3,7 +3,6 @@ package lake
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -83,7 +82,6 @@ type Lake struct {
 	opts  Options
 	codec *zstd.Codec
 	store storage
-	bufs  sync.Pool // *rgData: decode buffers of finished scans
 }
 
 // Open returns a Lake at opts.Root. A local directory is created on the

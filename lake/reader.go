@@ -150,15 +150,33 @@ func (r *RowView) EventUUID() (id [16]byte, ok bool) { return parseUUID(r.b.id.a
 // pruning are Scan's; cols says which of ColIngestedAt and ColValue to
 // read (event_id, key and occurred_at are always read).
 func (l *Lake) ScanRows(ctx context.Context, q Query, cols Columns, fn func(r *RowView) error) (ScanStats, error) {
-	s, err := l.newScanner(q, cols)
+	return l.NewRowScanner().Scan(ctx, q, cols, fn)
+}
+
+// RowScanner runs ScanRows queries one after another and keeps its decode
+// buffers (a few MB a row group) from one to the next: a recompute scans
+// a day hour by hour. It is not safe for concurrent use.
+type RowScanner struct {
+	l    *Lake
+	pool []*rgData
+}
+
+// NewRowScanner returns a RowScanner of l.
+func (l *Lake) NewRowScanner() *RowScanner { return &RowScanner{l: l} }
+
+// Scan is Lake.ScanRows.
+func (rs *RowScanner) Scan(ctx context.Context, q Query, cols Columns, fn func(r *RowView) error) (ScanStats, error) {
+	s, err := rs.l.newScanner(q, cols)
 	if err != nil {
 		return ScanStats{}, err
 	}
+	s.pool = rs.pool
 	v := RowView{s: s}
 	err = s.run(ctx, func(b *rgData, i int) error {
 		v.b, v.i = b, i
 		return fn(&v)
 	})
+	rs.pool = s.pool
 	return s.stats, err
 }
 
@@ -443,7 +461,6 @@ func (s *scanner) run(ctx context.Context, visit func(b *rgData, i int) error) e
 		return err
 	}
 	s.stats.HourDirs = len(hours)
-	defer s.release()
 	for _, h := range hours {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -453,17 +470,6 @@ func (s *scanner) run(ctx context.Context, visit func(b *rgData, i int) error) e
 		}
 	}
 	return nil
-}
-
-// release hands the scan's decode buffers to the lake for the next scan
-// (a recompute scans a day hour by hour, and each hour's buffers would
-// otherwise grow from nothing again).
-func (s *scanner) release() {
-	for _, b := range s.pool {
-		clear(b.dictMap) // the dictionaries belong to closed files
-		s.lake.bufs.Put(b)
-	}
-	s.pool = nil
 }
 
 // scanHour visits the rows of one hour directory. Every file is sorted by
@@ -596,8 +602,6 @@ func (s *scanner) openCursor(ctx context.Context, key string, size int64) (*file
 	c := &fileCursor{s: s, path: key, f: f, pf: pf, cols: cols, sorted: declaresRawOrder(pf), i: -1}
 	if len(s.pool) > 0 {
 		c.b, s.pool = s.pool[len(s.pool)-1], s.pool[:len(s.pool)-1]
-	} else if b, ok := s.lake.bufs.Get().(*rgData); ok {
-		c.b = b
 	} else {
 		c.b = new(rgData)
 	}
