@@ -151,3 +151,34 @@ func TestFoldMatchesOperatorTruth(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowTableIndex: every window gets one cell and find returns it,
+// whether the dense index holds it (aligned, in range) or the map does
+// (before or after the range, not aligned, at the ends of int64).
+func TestWindowTableIndex(t *testing.T) {
+	from := time.Date(1969, 12, 31, 22, 0, 0, 0, time.UTC) // the base is negative
+	win := 5 * time.Minute
+	tab := newWindowTable(from, from.Add(4*time.Hour), win)
+	starts := []int64{from.UnixNano(), from.Add(win).UnixNano(), from.Add(4*time.Hour - win).UnixNano(),
+		from.Add(4 * time.Hour).UnixNano(), from.Add(-win).UnixNano(), from.UnixNano() + 1,
+		math.MinInt64, math.MaxInt64, math.MaxInt64 - int64(win) + 1}
+	seen := map[int32]bool{}
+	for _, key := range []string{"a", "b"} {
+		for _, s := range starts {
+			i := tab.cell(cellID{tab.intern(key), s})
+			if seen[i] || tab.cells[i].start != s || tab.keys[tab.cells[i].key] != key {
+				t.Fatalf("%s@%d: cell %d (%+v)", key, s, i, tab.cells[i].cellID)
+			}
+			seen[i] = true
+			if j := tab.find(key, s); j != i {
+				t.Fatalf("%s@%d: find %d, cell %d", key, s, j, i)
+			}
+			if j := tab.cell(cellID{tab.intern(key), s}); j != i {
+				t.Fatalf("%s@%d: cell again %d, first %d", key, s, j, i)
+			}
+		}
+	}
+	if tab.find("c", starts[0]) != -1 || tab.find("a", starts[0]+2) != -1 {
+		t.Fatal("found a window never added")
+	}
+}

@@ -129,8 +129,9 @@ func (t *windowTable) intern(key string) int32 {
 // slot returns where the index holds window id's cell (+1) when the dense
 // index has it, else nil.
 func (t *windowTable) slot(id cellID) *int32 {
-	if d := t.dense[id.key]; len(d) > 0 {
-		if n := (id.start - t.base) / t.win; id.start >= t.base && n < t.nWin && (id.start-t.base)%t.win == 0 {
+	if d := t.dense[id.key]; len(d) > 0 && id.start >= t.base {
+		off := uint64(id.start) - uint64(t.base) // exact: no int64 overflow
+		if n := off / uint64(t.win); n < uint64(t.nWin) && off%uint64(t.win) == 0 {
 			return &d[n]
 		}
 	}
