@@ -200,10 +200,11 @@ func reason(rc *ReasonCounts, c *cell, t event.Agg) string {
 	return strings.Join(parts, "; ")
 }
 
-// sameAgg compares a pane with the truth: equal counts, sums equal within
-// the relative tolerance tol (addition order differs between stream and
-// batch), and equal min/max when there are events.
-func sameAgg(p event.Agg, t event.Agg, tol float64) bool {
+// sameAgg compares a published pane's figures p with the truth t: equal
+// counts, sums equal within the relative tolerance tol (addition order
+// differs between stream and batch), and equal min/max when there are
+// events.
+func sameAgg(p, t event.Agg, tol float64) bool {
 	if p.Count != t.Count || !near(p.Sum, t.Sum, tol) {
 		return false
 	}

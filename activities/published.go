@@ -31,8 +31,9 @@ type cellID struct {
 
 // windowTable holds every window a recompute checks, one cell each, with
 // what is published for it and, after the scan, its truth. Keys are
-// interned (small ids, one string each) and the cells are one slice of
-// plain values: 300 K windows cost two allocations, not 300 K.
+// interned (small ids, one string each) and the cells are plain values in
+// one slice: nothing is allocated per window, and a day of 300 K windows
+// is looked up without hashing (the dense index).
 type windowTable struct {
 	keys  []string
 	keyID map[string]int32
