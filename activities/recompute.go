@@ -302,10 +302,11 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 	win := int64(st.Window)
 	scan := a.Lake.NewRowScanner() // its buffers serve every chunk
 	var (
-		seen  chunkDedup
-		cells []int32   // the chunk's counted rows: cell, value
-		vals  []float64 //
-		remap []int32   // scan key id -> t's key id + 1 (0: not yet seen)
+		seen chunkDedup
+		// The chunk's rows to count, in scan order: cell and value.
+		rowCell []int32
+		rowVal  []float64
+		remap   []int32 // the scan's key id -> t's key id + 1 (0: not yet seen)
 	)
 	for cf := from; cf.Before(to); cf = cf.Add(step) {
 		ct := cf.Add(step)
@@ -313,7 +314,7 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 			ct = to
 		}
 		seen.reset()
-		cells, vals, remap = cells[:0], vals[:0], remap[:0]
+		rowCell, rowVal, remap = rowCell[:0], rowVal[:0], remap[:0]
 		cur, ci := cellID{key: -1}, int32(-1)
 		stats, err := scan.Scan(ctx, lake.Query{Topic: st.Topic, From: cf, To: ct, Keys: keys, EventTypes: st.EventTypes},
 			lake.ColIngestedAt|lake.ColValue,
@@ -351,7 +352,7 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 					return nil // operator.ErrRecord: not counted
 				}
 				seen.add(eid)
-				cells, vals = append(cells, ci), append(vals, v)
+				rowCell, rowVal = append(rowCell, ci), append(rowVal, v)
 				return nil
 			})
 		if err != nil {
@@ -360,7 +361,7 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 		// In scan order, each event_id of the chunk once: the first.
 		for i, dup := range seen.repeats() {
 			if !dup {
-				t.cells[cells[i]].truth.Add(vals[i])
+				t.cells[rowCell[i]].truth.Add(rowVal[i])
 			}
 		}
 		if activity.IsActivity(ctx) {
