@@ -37,7 +37,6 @@ func TestFoldMatchesOperatorTruth(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	// Published panes: every third window of some keys has a stream
 	// pane emitted at a random instant within it.
-	tab := newWindowTable(from, to, st.Window)
 	emitted := map[winKey]int64{}
 	win := int64(st.Window)
 	for s := from.UnixNano(); s < to.UnixNano(); s += win {
@@ -48,7 +47,6 @@ func TestFoldMatchesOperatorTruth(t *testing.T) {
 			key := fmt.Sprintf("k%02d", k)
 			e := s/1000 + rng.Int64N(win/1000)
 			emitted[winKey{key, s}] = e
-			tab.addPane(cellID{tab.intern(key), s}, paneFig{version: 1}, event.ComputedByStream, e)
 		}
 	}
 	var rows []lake.RawRow
@@ -90,65 +88,81 @@ func TestFoldMatchesOperatorTruth(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	a := &BatchTruth{Lake: lk}
-	if err := a.foldLake(t.Context(), st, from, to, nil, tab); err != nil {
-		t.Fatal(err)
-	}
+	// A stream without a value field counts every event with value 0.
+	for _, field := range []string{"v", ""} {
+		t.Run("value_field="+field, func(t *testing.T) {
+			st := st
+			st.ValueField = field
+			tab := newWindowTable(from, to, st.Window)
+			for k, e := range emitted {
+				tab.addPane(cellID{tab.intern(k.key), k.start}, paneFig{version: 1}, event.ComputedByStream, e)
+			}
+			a := &BatchTruth{Lake: lk}
+			if err := a.foldLake(t.Context(), st, from, to, nil, tab); err != nil {
+				t.Fatal(err)
+			}
 
-	// The reference: operator.Truth over each chunk's scan, as the
-	// recompute did before foldLake, and the beyond counts of that scan.
-	want := map[winKey]event.Agg{}
-	beyond := map[winKey]int64{}
-	step := 63 * time.Minute
-	for cf := from; cf.Before(to); cf = cf.Add(step) {
-		var scanErr error
-		seq := iter.Seq[operator.Record](func(yield func(operator.Record) bool) {
-			_, scanErr = lk.Scan(t.Context(), lake.Query{Topic: topic, From: cf, To: cf.Add(step), EventTypes: st.EventTypes},
-				lake.ColEventID|lake.ColKey|lake.ColValue|lake.ColOccurredAt|lake.ColIngestedAt,
-				func(r *lake.RawRow) error {
-					id, ok := operator.ParseEventID(r.EventID)
-					if !ok {
-						return nil
-					}
-					k := winKey{r.Key, floorNanos(r.OccurredTime().UnixNano(), win)}
-					if e, ok := emitted[k]; !ok || r.IngestedAt > e {
-						beyond[k]++
-					}
-					if !yield(operator.Record{ID: id, Key: r.Key, Value: r.Value, EventTime: r.OccurredTime(), Arrival: r.IngestedTime()}) {
-						return errors.New("stop")
-					}
-					return nil
+			// The reference: operator.Truth over each chunk's scan, as the
+			// recompute did before foldLake, and the beyond counts of that scan.
+			want := map[winKey]event.Agg{}
+			beyond := map[winKey]int64{}
+			step := 63 * time.Minute
+			for cf := from; cf.Before(to); cf = cf.Add(step) {
+				var scanErr error
+				seq := iter.Seq[operator.Record](func(yield func(operator.Record) bool) {
+					_, scanErr = lk.Scan(t.Context(), lake.Query{Topic: topic, From: cf, To: cf.Add(step), EventTypes: st.EventTypes},
+						lake.ColEventID|lake.ColKey|lake.ColValue|lake.ColOccurredAt|lake.ColIngestedAt,
+						func(r *lake.RawRow) error {
+							id, ok := operator.ParseEventID(r.EventID)
+							if !ok {
+								return nil
+							}
+							k := winKey{r.Key, floorNanos(r.OccurredTime().UnixNano(), win)}
+							if e, ok := emitted[k]; !ok || r.IngestedAt > e {
+								beyond[k]++
+							}
+							v := r.Value
+							if st.ValueField == "" {
+								v = 0
+							}
+							if !yield(operator.Record{ID: id, Key: r.Key, Value: v, EventTime: r.OccurredTime(), Arrival: r.IngestedTime()}) {
+								return errors.New("stop")
+							}
+							return nil
+						})
 				})
-		})
-		ws, err := operator.Truth(st.Window, seq)
-		if scanErr != nil {
-			t.Fatal(scanErr)
-		}
-		if err != nil && !errors.Is(err, operator.ErrRecord) {
-			t.Fatal(err)
-		}
-		for _, w := range ws {
-			want[winKey{w.Key, w.Start.UnixNano()}] = w.Agg
-		}
-	}
+				ws, err := operator.Truth(st.Window, seq)
+				if scanErr != nil {
+					t.Fatal(scanErr)
+				}
+				if err != nil && !errors.Is(err, operator.ErrRecord) {
+					t.Fatal(err)
+				}
+				for _, w := range ws {
+					want[winKey{w.Key, w.Start.UnixNano()}] = w.Agg
+				}
+			}
 
-	got := map[winKey]event.Agg{}
-	for _, c := range tab.cells {
-		k := winKey{tab.keys[c.key], c.start}
-		if c.truth.Count > 0 {
-			got[k] = c.truth
-		}
-		if c.beyond != beyond[k] {
-			t.Errorf("%s@%s: beyond %d, want %d", k.key, time.Unix(0, k.start).UTC().Format("15:04"), c.beyond, beyond[k])
-		}
-	}
-	if len(got) != len(want) || len(want) < 1000 {
-		t.Fatalf("%d windows, operator.Truth %d", len(got), len(want))
-	}
-	for k, w := range want {
-		if g := got[k]; g != w {
-			t.Errorf("%s@%s: %+v, operator.Truth %+v", k.key, time.Unix(0, k.start).UTC().Format("15:04"), g, w)
-		}
+			got := map[winKey]event.Agg{}
+			for _, c := range tab.cells {
+				k := winKey{tab.keys[c.key], c.start}
+				if c.truth.Count > 0 {
+					got[k] = c.truth
+				}
+				if c.beyond != beyond[k] {
+					t.Errorf("%s@%s: beyond %d, want %d", k.key, time.Unix(0, k.start).UTC().Format("15:04"), c.beyond, beyond[k])
+				}
+			}
+			if len(got) != len(want) || len(want) < 1000 {
+				t.Fatalf("%d windows, operator.Truth %d", len(got), len(want))
+			}
+			for k, w := range want {
+				if g := got[k]; g != w {
+					t.Errorf("%s@%s: %+v, operator.Truth %+v", k.key, time.Unix(0, k.start).UTC().Format("15:04"), g, w)
+				}
+			}
+
+		})
 	}
 }
 
