@@ -17,9 +17,9 @@ import (
 // (docs/adr/0008-batch-truth.md). Its methods are safe for concurrent use.
 //
 // "Truth" alone names several things; each has its own name: BatchTruth is
-// this group of activities, recomputeAggregates its fold of the lake's raw
-// rows into window aggregates (through operator.Truth, the stream
-// operator's window code run unbounded), and the lake's truth table
+// this group of activities, foldLake its fold of the lake's raw rows into
+// window aggregates (operator.Truth's fold: the stream operator's window
+// arithmetic and aggregate, run unbounded), and the lake's truth table
 // (lake.WriteTruth/ReadTruth) holds the recomputed windows that
 // RecomputeWindows writes. Temporal registers the activities by method
 // name (RecomputeWindows, CheckHorizon, TruthStreams, ...), not by this

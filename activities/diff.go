@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"reckon/internal/event"
+	"reckon/lake"
 )
 
 // defaultTolerance is the relative tolerance of diffSettings.Tolerance's
@@ -17,14 +18,10 @@ const defaultTolerance = 1e-9
 
 // diffSettings are what diffWindows needs besides the data.
 type diffSettings struct {
-	// Stream and Window name and size the stream's windows (the panes'
-	// WindowEnd is WindowStart + Window).
+	// Stream and Window name and size the stream's windows (the truth
+	// rows' WindowEnd is WindowStart + Window).
 	Stream string
 	Window time.Duration
-	// Selected reports whether a window is checked (a targeted recompute
-	// checks only its windows: other keys' windows in the range may still
-	// be held by the stream). Nil checks every window.
-	Selected func(winKey) bool
 	// Tolerance is the relative tolerance within which a published sum,
 	// minimum or maximum equals the truth's. Zero means defaultTolerance.
 	Tolerance float64
@@ -43,115 +40,144 @@ type windowDiff struct {
 	Corrections []candidate
 	// TruthRows hold one truth-table row per window checked, in
 	// key/window order; a correction's row is TruthRows[c.truthRow].
-	TruthRows []event.Pane
+	TruthRows []lake.SummaryRow
 }
 
-// diffWindows compares the truth — the recomputed aggregate of every
-// window with events, and per window the number of its events that
-// arrived after the stream's latest pane of it (beyond) — with what is
-// published for each window (pub: the latest version by any producer and
-// the stream's own latest). A window whose latest published pane equals
-// the truth is matched; any other window with events or a pane gets a
-// correction, version latest+1 (1 where nothing was published), with the
-// reason counted in Report.Reasons. It is pure: no Kafka, no lake, no
-// Temporal, so the recompute's decisions are tested on plain maps.
-func diffWindows(s diffSettings, truth map[winKey]event.Agg, beyond map[winKey]int64, pub map[winKey]*published) windowDiff {
-	selected := s.Selected
-	if selected == nil {
-		selected = func(winKey) bool { return true }
-	}
+// Reasons of the truth rows that are not corrections.
+const (
+	reasonMatched          = "matched"
+	reasonMatchedCorrected = "matched (earlier correction)"
+)
+
+// diffWindows compares the truth of every window of t — its recomputed
+// aggregate, and the number of its events that arrived after the
+// stream's latest pane of it (beyond) — with what is published for it
+// (the latest version by any producer and the stream's own latest). A
+// window whose latest published pane equals the truth is matched; any
+// other window with events or a pane gets a correction, version latest+1
+// (1 where nothing was published), with the reason counted in
+// Report.Reasons. It is pure: no Kafka, no lake, no Temporal, so the
+// recompute's decisions are tested on plain tables.
+func diffWindows(s diffSettings, t *windowTable) windowDiff {
 	tol := s.Tolerance
 	if tol == 0 {
 		tol = defaultTolerance
 	}
-
-	// Every window with events or a published pane, in key/window order.
-	cells := map[winKey]bool{}
-	for k := range truth {
-		if selected(k) {
-			cells[k] = true
-		}
+	order := t.order()
+	nowUS := int64(0) // the zero time is stored as 0, as lake.SummaryRowOf does
+	if !s.Now.IsZero() {
+		nowUS = s.Now.UnixMicro()
 	}
-	for k := range pub {
-		if selected(k) {
-			cells[k] = true
-		}
-	}
-	order := make([]winKey, 0, len(cells))
-	for k := range cells {
-		order = append(order, k)
-	}
-	slices.SortFunc(order, func(a, b winKey) int {
-		if c := strings.Compare(a.key, b.key); c != 0 {
-			return c
-		}
-		return cmpInt(a.start, b.start)
-	})
 
 	var d windowDiff
 	rep := &d.Report
-	d.TruthRows = make([]event.Pane, 0, len(order))
-	for _, k := range order {
-		t := truth[k]
-		pb := pub[k]
-		if t.Count == 0 && pb == nil {
+	d.TruthRows = make([]lake.SummaryRow, 0, len(order))
+	for _, ci := range order {
+		c := &t.cells[ci]
+		tr := c.truth
+		if tr.Count == 0 && c.flags&hasPane == 0 {
 			continue
 		}
-		start := time.Unix(0, k.start).UTC()
-		tp := event.Pane{
-			Stream: s.Stream, Key: k.key, WindowStart: start, WindowEnd: start.Add(s.Window),
-			Count: t.Count, Sum: t.Sum, Min: t.Min, Max: t.Max,
-			Timing: "truth", ComputedBy: event.ComputedByBatch, EmittedAt: s.Now,
+		start := time.Unix(0, c.start).UTC()
+		row := lake.SummaryRow{
+			Stream: s.Stream, Key: t.keys[c.key], WindowStart: start.UnixMicro(), WindowEnd: start.Add(s.Window).UnixMicro(),
+			Count: tr.Count, Sum: tr.Sum, Min: tr.Min, Max: tr.Max,
+			Timing: "truth", ComputedBy: event.ComputedByBatch, EmittedAt: nowUS,
 		}
 		rep.Windows++
-		rep.Events += t.Count
-		rep.EventsBeyondLateness += beyond[k]
+		rep.Events += tr.Count
+		rep.EventsBeyondLateness += c.beyond
 		var sc int64
 		var ss float64
-		if pb != nil && pb.stream != nil {
-			sc, ss = pb.stream.Count, pb.stream.Sum
-			if sameAgg(*pb.stream, t, tol) {
+		if c.flags&hasStreamPane != 0 {
+			sc, ss = c.stream.count, c.stream.sum
+			if sameAgg(c.stream.agg(), tr, tol) {
 				rep.StreamExact++
 			}
-		} else if t.Count > 0 {
+		} else if tr.Count > 0 {
 			rep.Missing++
 		}
-		ce, se := math.Abs(float64(sc-t.Count)), math.Abs(ss-t.Sum)
+		ce, se := math.Abs(float64(sc-tr.Count)), math.Abs(ss-tr.Sum)
 		rep.CountErrMax, rep.SumErrMax = math.Max(rep.CountErrMax, ce), math.Max(rep.SumErrMax, se)
 		rep.CountErrTotal += ce
 		rep.SumErrTotal += se
 
-		if pb != nil && sameAgg(pb.latest, t, tol) {
+		if c.flags&hasPane != 0 && sameAgg(c.latest.agg(), tr, tol) {
 			rep.Matched++
-			tp.Version, tp.Reason = pb.latest.Version, "matched"
-			if pb.latest.ComputedBy == event.ComputedByBatch {
+			row.Version, row.Reason = c.latest.version, reasonMatched
+			if c.flags&latestByBatch != 0 {
 				rep.AlreadyCorrected++
-				tp.Reason = "matched (earlier correction)"
+				row.Reason = reasonMatchedCorrected
 			}
-			d.TruthRows = append(d.TruthRows, tp)
+			d.TruthRows = append(d.TruthRows, row)
 			continue
 		}
-		var latest event.Pane
-		if pb != nil {
-			latest = pb.latest
+		var latest paneFig
+		if c.flags&hasPane != 0 {
+			latest = c.latest
 		}
-		why := reason(&rep.Reasons, pb, t, beyond[k])
-		c := tp
-		c.Version, c.Timing, c.Reason = latest.Version+1, event.TimingCorrection, why
-		tp.Version, tp.Reason = c.Version, "corrected: "+why
-		d.Corrections = append(d.Corrections, candidate{k: k, pane: c, truthRow: len(d.TruthRows), was: latest})
-		d.TruthRows = append(d.TruthRows, tp)
+		why := reason(&rep.Reasons, c, tr)
+		p := event.Pane{
+			Stream: s.Stream, Key: row.Key, WindowStart: start, WindowEnd: start.Add(s.Window),
+			Count: tr.Count, Sum: tr.Sum, Min: tr.Min, Max: tr.Max,
+			Version: latest.version + 1, Timing: event.TimingCorrection, ComputedBy: event.ComputedByBatch,
+			EmittedAt: s.Now, Reason: why,
+		}
+		row.Version, row.Reason = p.Version, "corrected: "+why
+		was := event.Pane{Version: latest.version, Count: latest.count, Sum: latest.sum, Min: latest.min, Max: latest.max}
+		d.Corrections = append(d.Corrections, candidate{k: winKey{row.Key, c.start}, pane: p, truthRow: len(d.TruthRows), was: was})
+		d.TruthRows = append(d.TruthRows, row)
 	}
 	rep.means()
 	rep.Corrected = int64(len(d.Corrections))
 	return d
 }
 
+// order returns the indexes of t's cells by key, then window start: a
+// counting sort by the keys' rank (stable, so each key's cells keep the
+// order they were created in, which is usually by start already), then a
+// sort of any key's cells that are not.
+func (t *windowTable) order() []int32 {
+	byName := make([]int32, len(t.keys))
+	for i := range byName {
+		byName[i] = int32(i)
+	}
+	slices.SortFunc(byName, func(a, b int32) int { return strings.Compare(t.keys[a], t.keys[b]) })
+	rank := make([]int32, len(t.keys))
+	for r, k := range byName {
+		rank[k] = int32(r)
+	}
+	at := make([]int32, len(t.keys)+1) // first position of each rank
+	for i := range t.cells {
+		at[rank[t.cells[i].key]+1]++
+	}
+	for r := 1; r < len(at); r++ {
+		at[r] += at[r-1]
+	}
+	seg := slices.Clone(at)
+	out := make([]int32, len(t.cells))
+	for i := range t.cells {
+		r := rank[t.cells[i].key]
+		out[at[r]] = int32(i)
+		at[r]++
+	}
+	for r := 0; r+1 < len(seg); r++ {
+		part := out[seg[r]:seg[r+1]]
+		for j := 1; j < len(part); j++ {
+			if t.cells[part[j-1]].start > t.cells[part[j]].start {
+				slices.SortFunc(part, func(a, b int32) int { return cmpInt(t.cells[a].start, t.cells[b].start) })
+				break
+			}
+		}
+	}
+	return out
+}
+
 // reason says why the published pane differs from the truth and counts it
 // in rc.
-func reason(rc *ReasonCounts, pb *published, t event.Agg, beyond int64) string {
+func reason(rc *ReasonCounts, c *cell, t event.Agg) string {
 	switch {
-	case pb == nil:
+	case c.flags&hasPane == 0:
 		rc.Missing++
 		return fmt.Sprintf("missing: no pane was published for %d events", t.Count)
 	case t.Count == 0:
@@ -159,25 +185,26 @@ func reason(rc *ReasonCounts, pb *published, t event.Agg, beyond int64) string {
 		return "retracted: no valid event of this window in the lake"
 	}
 	var parts []string
-	if beyond > 0 {
+	if c.beyond > 0 {
 		rc.BeyondLateness++
-		parts = append(parts, fmt.Sprintf("late events beyond lateness: %d", beyond))
+		parts = append(parts, fmt.Sprintf("late events beyond lateness: %d", c.beyond))
 	}
-	if s := pb.latest.Count - t.Count; s > 0 {
+	if s := c.latest.count - t.Count; s > 0 {
 		rc.Duplicates++
 		parts = append(parts, fmt.Sprintf("duplicates counted: %d", s))
 	}
 	if len(parts) == 0 {
 		rc.Other++
-		return fmt.Sprintf("values differ (count %d→%d, sum %g→%g)", pb.latest.Count, t.Count, pb.latest.Sum, t.Sum)
+		return fmt.Sprintf("values differ (count %d→%d, sum %g→%g)", c.latest.count, t.Count, c.latest.sum, t.Sum)
 	}
 	return strings.Join(parts, "; ")
 }
 
-// sameAgg compares a pane with the truth: equal counts, sums equal within
-// the relative tolerance tol (addition order differs between stream and
-// batch), and equal min/max when there are events.
-func sameAgg(p event.Pane, t event.Agg, tol float64) bool {
+// sameAgg compares a published pane's figures p with the truth t: equal
+// counts, sums equal within the relative tolerance tol (addition order
+// differs between stream and batch), and equal min/max when there are
+// events.
+func sameAgg(p, t event.Agg, tol float64) bool {
 	if p.Count != t.Count || !near(p.Sum, t.Sum, tol) {
 		return false
 	}

@@ -57,12 +57,12 @@ func (a *BatchTruth) RecomputeExtent(ctx context.Context, in ExtentInput) (time.
 	// Published panes: a window the stream published must be checked even
 	// if the lake does not hold its events yet (they are archived by the
 	// time the horizon passes).
-	pub, err := a.latestPanes(ctx, st.Name, from, to)
-	if err != nil {
+	pub := newWindowTable(from, to, st.Window)
+	if err := a.loadPublished(ctx, pub, st.Name, from, to); err != nil {
 		return time.Time{}, err
 	}
-	for k := range pub {
-		if e := time.Unix(0, k.start+win).UTC(); e.After(end) {
+	for _, c := range pub.cells {
+		if e := time.Unix(0, c.start+win).UTC(); e.After(end) {
 			end = e
 		}
 	}

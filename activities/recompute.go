@@ -2,10 +2,9 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
-	"iter"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
 	"reckon/lake"
-	"reckon/streaming/operator"
 )
 
 // WindowRef names one window of a stream by key and start.
@@ -114,8 +112,9 @@ func TruthFileName(in RecomputeInput) string {
 // RecomputeWindows recomputes the truth of a stream's windows from the
 // lake and publishes version latest+1, timing correction, where the latest
 // published pane differs (or none exists). It reads what is published,
-// scans the lake (dedup by event_id) through the stream operator's own
-// window code (operator.Truth) and diffs; then, in a short critical
+// folds the lake's rows (dedup by event_id) into their windows as the
+// stream operator's own window code does (operator.Truth; foldLake) and
+// diffs; then, in a short critical
 // section (publishFenced), it fences every other publisher of this stream
 // and date (transactional id), reads the latest versions again, leaves
 // windows someone published to meanwhile alone, writes the truth table and
@@ -137,29 +136,24 @@ func (a *BatchTruth) RecomputeWindows(ctx context.Context, in RecomputeInput) (R
 	from, to := in.From.UTC(), in.To.UTC()
 	res.Report = TruthReport{Stream: st.Name, From: from, To: to, DryRun: in.DryRun}
 
-	pub, err := a.latestPanes(ctx, st.Name, from, to)
-	if err != nil {
-		return res, err
-	}
-	only := map[winKey]bool{}
-	var keys []string
-	for _, w := range in.Windows {
-		k := winKey{w.Key, w.Start.UTC().UnixNano()}
-		if !only[k] {
-			only[k] = true
+	t := newWindowTable(from, to, st.Window)
+	var keys []string // of a targeted recompute: the only keys scanned
+	if len(in.Windows) > 0 {
+		t.restrict(in.Windows)
+		for _, w := range in.Windows {
 			if !slices.Contains(keys, w.Key) {
 				keys = append(keys, w.Key)
 			}
 		}
 	}
-	selected := func(k winKey) bool { return len(only) == 0 || only[k] }
-
-	truth, beyond, err := a.recomputeAggregates(ctx, st, from, to, keys, selected, pub)
-	if err != nil {
+	if err := a.loadPublished(ctx, t, st.Name, from, to); err != nil {
+		return res, err
+	}
+	if err := a.foldLake(ctx, st, from, to, keys, t); err != nil {
 		return res, err
 	}
 
-	d := diffWindows(diffSettings{Stream: st.Name, Window: st.Window, Selected: selected, Now: a.now().UTC()}, truth, beyond, pub)
+	d := diffWindows(diffSettings{Stream: st.Name, Window: st.Window, Now: a.now().UTC()}, t)
 	rep := &res.Report
 	*rep = d.Report
 	rep.Stream, rep.From, rep.To, rep.DryRun = st.Name, from, to, in.DryRun
@@ -219,7 +213,7 @@ func changes(cs []candidate) []WindowChange {
 // truth may be older than theirs: never publish over a fresher one), write
 // the truth rows, and publish the rest in one transaction. A fenced commit
 // fails, and so does the activity: its retry starts over.
-func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in RecomputeInput, cands []candidate, truthRows []event.Pane) ([]candidate, error) {
+func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in RecomputeInput, cands []candidate, truthRows []lake.SummaryRow) ([]candidate, error) {
 	// A producer per publish, not the shared Kafka: its transactional id
 	// is this stream and date's, and initializing it is the fence.
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(a.Cfg.Kafka, "truth"),
@@ -235,8 +229,14 @@ func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in
 	if _, _, err := cl.ProducerID(ctx); err != nil {
 		return nil, fmt.Errorf("truth: init producer %s: %w", res.TransactionalID, err)
 	}
-	now, err := a.latestPanes(ctx, in.Stream, in.From.UTC(), in.To.UTC())
-	if err != nil {
+	// The latest versions again, of the corrected windows only.
+	now := newWindowTable(in.From, in.To, 0) // few windows: the map serves
+	refs := make([]WindowRef, len(cands))
+	for i, c := range cands {
+		refs[i] = WindowRef{Key: c.k.key, Start: time.Unix(0, c.k.start)}
+	}
+	now.restrict(refs)
+	if err := a.loadPublished(ctx, now, in.Stream, in.From.UTC(), in.To.UTC()); err != nil {
 		return nil, err
 	}
 	rows := slices.Clone(truthRows)
@@ -244,8 +244,8 @@ func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in
 	var panes []event.Pane
 	for _, c := range cands {
 		var v int64
-		if pb := now[c.k]; pb != nil {
-			v = pb.latest.Version
+		if i := now.find(c.k.key, c.k.start); i >= 0 && now.cells[i].flags&hasPane != 0 {
+			v = now.cells[i].latest.version
 		}
 		if v != c.was.Version {
 			rows[c.truthRow].Version, rows[c.truthRow].Reason = v, fmt.Sprintf("superseded: v%d was published concurrently", v)
@@ -265,13 +265,13 @@ func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in
 }
 
 // writeTruthTable writes rows to the lake's truth table (the recomputed
-// windows, lake.WriteTruth) under the recompute's file name and records the
-// files in res.
-func (a *BatchTruth) writeTruthTable(ctx context.Context, res *RecomputeResult, in RecomputeInput, rows []event.Pane) error {
+// windows, lake.WriteTruthRows) under the recompute's file name and
+// records the files in res.
+func (a *BatchTruth) writeTruthTable(ctx context.Context, res *RecomputeResult, in RecomputeInput, rows []lake.SummaryRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	files, err := a.Lake.WriteTruth(ctx, in.Stream, TruthFileName(in), rows)
+	files, err := a.Lake.WriteTruthRows(ctx, in.Stream, TruthFileName(in), rows)
 	if err != nil {
 		return err
 	}
@@ -282,67 +282,99 @@ func (a *BatchTruth) writeTruthTable(ctx context.Context, res *RecomputeResult, 
 	return nil
 }
 
-// recomputeAggregates scans [from, to) of st's topic chunk by chunk
-// (bounded memory: the operator's dedup set holds one chunk's ids) and
-// folds the selected rows through operator.Truth into each window's
-// aggregate. beyond counts, per window, events that arrived after the
-// stream's latest pane of it was emitted.
-func (a *BatchTruth) recomputeAggregates(ctx context.Context, st config.Stream, from, to time.Time, keys []string, selected func(winKey) bool, pub map[winKey]*published) (map[winKey]event.Agg, map[winKey]int64, error) {
+// foldLake scans [from, to) of st's topic chunk by chunk and folds each
+// row into its window's cell of t: the truth, and the count of events
+// that arrived after the stream's latest pane (beyond). Rows of windows t
+// does not hold (a targeted recompute's other windows) are skipped.
+//
+// The fold is operator.Truth's, run once per chunk of max(window, 1h)
+// (docs/adr/0008-batch-truth.md, step 5), without an Operator: with
+// unbounded lateness and dedup, every record the operator can represent
+// (times within int64 nanoseconds, a finite value) whose event_id is new
+// in the chunk is added to its window with event.Agg.Add, in scan order,
+// and nothing else happens. Doing that directly on the scan's columns
+// saves the operator's per-record work (watermark, panes fired into an
+// output nobody reads, its dedup's TTL ring) and a map of windows to
+// merge afterwards; TestFoldMatchesOperatorTruth holds the two to the
+// same answer.
+func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to time.Time, keys []string, t *windowTable) error {
 	step := st.Window * time.Duration(max(1, int64((time.Hour+st.Window-1)/st.Window)))
-	truth := map[winKey]event.Agg{}
-	beyond := map[winKey]int64{}
 	win := int64(st.Window)
+	scan := a.Lake.NewRowScanner() // its buffers serve every chunk
+	var (
+		seen chunkDedup
+		// The chunk's rows to count, in scan order: cell and value.
+		rowCell []int32
+		rowVal  []float64
+		remap   []int32 // the scan's key id -> t's key id + 1 (0: not yet seen)
+	)
 	for cf := from; cf.Before(to); cf = cf.Add(step) {
 		ct := cf.Add(step)
 		if ct.After(to) {
 			ct = to
 		}
-		var scanErr error
-		var stats lake.ScanStats
-		seq := iter.Seq[operator.Record](func(yield func(operator.Record) bool) {
-			stop := errors.New("stop")
-			stats, scanErr = a.Lake.Scan(ctx, lake.Query{Topic: st.Topic, From: cf, To: ct, Keys: keys, EventTypes: st.EventTypes},
-				lake.ColEventID|lake.ColKey|lake.ColValue|lake.ColOccurredAt|lake.ColIngestedAt,
-				func(r *lake.RawRow) error {
-					occ := r.OccurredTime()
-					k := winKey{r.Key, floorNanos(occ.UnixNano(), win)}
-					if !selected(k) {
-						return nil
-					}
-					id, ok := operator.ParseEventID(r.EventID)
-					if !ok {
-						return nil // the gate lets only canonical UUIDs into the lake
-					}
-					ing := r.IngestedTime()
-					if pb := pub[k]; pb == nil || pb.stream == nil || ing.After(pb.stream.EmittedAt) {
-						beyond[k]++
-					}
-					v := r.Value
-					if st.ValueField == "" {
-						v = 0
-					}
-					if !yield(operator.Record{ID: id, Key: r.Key, Value: v, EventTime: occ, Arrival: ing}) {
-						return stop
-					}
+		seen.reset()
+		rowCell, rowVal, remap = rowCell[:0], rowVal[:0], remap[:0]
+		cur, ci := cellID{key: -1}, int32(-1)
+		stats, err := scan.Scan(ctx, lake.Query{Topic: st.Topic, From: cf, To: ct, Keys: keys, EventTypes: st.EventTypes},
+			lake.ColIngestedAt|lake.ColValue,
+			func(r *lake.RowView) error {
+				sk := r.KeyID()
+				for int(sk) >= len(remap) {
+					remap = append(remap, 0)
+				}
+				if remap[sk] == 0 {
+					remap[sk] = t.intern(r.Key()) + 1
+				}
+				// occ*1000 wraps as time.UnixMicro(occ).UnixNano() does;
+				// the operator refuses such a time below.
+				occ := r.OccurredAt()
+				id := cellID{remap[sk] - 1, floorNanos(occ*1000, win)}
+				if id != cur {
+					cur, ci = id, t.cell(id)
+				}
+				if ci < 0 {
 					return nil
-				})
-			if errors.Is(scanErr, stop) {
-				scanErr = nil
+				}
+				eid, ok := r.EventUUID()
+				if !ok {
+					return nil // the gate lets only canonical UUIDs into the lake
+				}
+				c := &t.cells[ci]
+				if ing := r.IngestedAt(); c.flags&hasStreamPane == 0 || ing > c.streamEmittedUS {
+					c.beyond++
+				}
+				v := r.Value()
+				if st.ValueField == "" {
+					v = 0
+				}
+				if !nanoMicros(occ) || !nanoMicros(r.IngestedAt()) || math.IsNaN(v) || math.IsInf(v, 0) {
+					return nil // operator.ErrRecord: not counted
+				}
+				seen.add(eid)
+				rowCell, rowVal = append(rowCell, ci), append(rowVal, v)
+				return nil
+			})
+		if err != nil {
+			return err
+		}
+		// In scan order, each event_id of the chunk once: the first.
+		for i, dup := range seen.repeats() {
+			if !dup {
+				t.cells[rowCell[i]].truth.Add(rowVal[i])
 			}
-		})
-		ws, err := operator.Truth(st.Window, seq)
-		if scanErr != nil {
-			return nil, nil, scanErr
 		}
-		if err != nil && !errors.Is(err, operator.ErrRecord) {
-			return nil, nil, err
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, fmt.Sprintf("scanned %s: %d rows", ct.Format(time.RFC3339), stats.Rows))
 		}
-		for _, w := range ws {
-			truth[winKey{w.Key, w.Start.UnixNano()}] = w.Agg
-		}
-		activity.RecordHeartbeat(ctx, fmt.Sprintf("scanned %s: %d rows", ct.Format(time.RFC3339), stats.Rows))
 	}
-	return truth, beyond, nil
+	return nil
+}
+
+// nanoMicros reports whether us microseconds since the epoch is an
+// instant int64 nanoseconds can hold (the operator's range, 1678–2262).
+func nanoMicros(us int64) bool {
+	return us >= math.MinInt64/1000 && us <= math.MaxInt64/1000
 }
 
 // publish produces the corrections in one transaction: all or none.

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -102,6 +103,81 @@ func (l *Lake) Scan(ctx context.Context, q Query, cols Columns, fn func(r *RawRo
 		b.fill(&row, i, s)
 		return fn(&row)
 	})
+	return s.stats, err
+}
+
+// RowView is one row of a ScanRows scan, read in place from the decoded
+// columns: nothing is copied or converted until asked for. It is valid only
+// during the callback that received it.
+type RowView struct {
+	s *scanner
+	b *rgData
+	i int
+}
+
+// KeyID is the row's key as a small integer, the same for the same key
+// throughout one scan (and only one): Key returns the string.
+func (r *RowView) KeyID() int32 { return r.b.key[r.i] }
+
+// Key is the row's key.
+func (r *RowView) Key() string { return r.s.keys[r.b.key[r.i]] }
+
+// OccurredAt is the row's event time, microseconds since the epoch.
+func (r *RowView) OccurredAt() int64 { return r.b.occ[r.i] }
+
+// IngestedAt is the row's ingest time, microseconds since the epoch; zero
+// unless the scan reads ColIngestedAt.
+func (r *RowView) IngestedAt() int64 {
+	if r.s.cols&ColIngestedAt == 0 {
+		return 0
+	}
+	return r.b.ing[r.i]
+}
+
+// Value is the row's value; zero unless the scan reads ColValue.
+func (r *RowView) Value() float64 {
+	if r.s.cols&ColValue == 0 {
+		return 0
+	}
+	return r.b.val[r.i]
+}
+
+// EventUUID decodes the row's event_id as a lowercase canonical UUID (the
+// only form the gate admits); ok is false for any other text.
+func (r *RowView) EventUUID() (id [16]byte, ok bool) { return parseUUID(r.b.id.at(r.i)) }
+
+// ScanRows is Scan without copying each row into a RawRow: fn sees the
+// row in place (RowView), keys as ids. Rows, order, deduplication and
+// pruning are Scan's; cols says which of ColIngestedAt and ColValue to
+// read (event_id, key and occurred_at are always read).
+func (l *Lake) ScanRows(ctx context.Context, q Query, cols Columns, fn func(r *RowView) error) (ScanStats, error) {
+	return l.NewRowScanner().Scan(ctx, q, cols, fn)
+}
+
+// RowScanner runs ScanRows queries one after another and keeps its decode
+// buffers (a few MB a row group) from one to the next: a recompute scans
+// a day hour by hour. It is not safe for concurrent use.
+type RowScanner struct {
+	l    *Lake
+	pool []*rgData
+}
+
+// NewRowScanner returns a RowScanner of l.
+func (l *Lake) NewRowScanner() *RowScanner { return &RowScanner{l: l} }
+
+// Scan is Lake.ScanRows.
+func (rs *RowScanner) Scan(ctx context.Context, q Query, cols Columns, fn func(r *RowView) error) (ScanStats, error) {
+	s, err := rs.l.newScanner(q, cols)
+	if err != nil {
+		return ScanStats{}, err
+	}
+	s.pool = rs.pool
+	v := RowView{s: s}
+	err = s.run(ctx, func(b *rgData, i int) error {
+		v.b, v.i = b, i
+		return fn(&v)
+	})
+	rs.pool = s.pool
 	return s.stats, err
 }
 
@@ -970,10 +1046,16 @@ func readBytes(cc parquet.ColumnChunk, dst *byteColumn) error {
 // readInterned appends a low-cardinality string column as interned ids.
 // Dictionary pages map each dictionary entry once.
 func (b *rgData) readInterned(cc parquet.ColumnChunk, dst *[]int32, intern func(string) int32) error {
+	return readInterned(cc, dst, b.dictMap, intern)
+}
+
+// readInterned appends a low-cardinality string column as interned ids;
+// dictMap caches each dictionary's ids.
+func readInterned(cc parquet.ColumnChunk, dst *[]int32, dictMap map[parquet.Dictionary][]int32, intern func(string) int32) error {
 	return eachPage(cc, func(p parquet.Page) error {
 		d := p.Data()
 		if dict := p.Dictionary(); dict != nil {
-			m, ok := b.dictMap[dict]
+			m, ok := dictMap[dict]
 			if !ok {
 				dd := dict.Page().Data()
 				data, offs := dd.ByteArray()
@@ -981,7 +1063,7 @@ func (b *rgData) readInterned(cc parquet.ColumnChunk, dst *[]int32, intern func(
 				for j := range m {
 					m[j] = intern(string(data[offs[j]:offs[j+1]]))
 				}
-				b.dictMap[dict] = m
+				dictMap[dict] = m
 			}
 			for _, j := range d.Int32() {
 				*dst = append(*dst, m[j])
@@ -1034,36 +1116,9 @@ func (s *idSet) add(id []byte) bool {
 	return true
 }
 
-// parseUUID decodes a canonical 8-4-4-4-12 lowercase hex UUID.
+// parseUUID decodes a canonical 8-4-4-4-12 lowercase hex UUID, with the
+// gate's own decoder (eight digits at a time).
 func parseUUID(b []byte) (u [16]byte, ok bool) {
-	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
-		return u, false
-	}
-	j := 0
-	bad := byte(0)
-	for i := 0; i < 36; i += 2 {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++
-		}
-		hi, lo := hexVal[b[i]], hexVal[b[i+1]]
-		bad |= hi | lo
-		u[j] = hi<<4 | lo&0x0f
-		j++
-	}
-	return u, bad&0x80 == 0
+	// The string lives only for the call: ParseUUID keeps nothing.
+	return event.ParseUUID(unsafe.String(unsafe.SliceData(b), len(b)))
 }
-
-// hexVal maps lowercase hex digits to their value and everything else to
-// 0x80.
-var hexVal = func() (t [256]byte) {
-	for i := range t {
-		t[i] = 0x80
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = byte(c - '0')
-	}
-	for c := 'a'; c <= 'f'; c++ {
-		t[c] = byte(c-'a') + 10
-	}
-	return t
-}()

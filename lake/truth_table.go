@@ -37,6 +37,14 @@ func (l *Lake) WriteTruth(ctx context.Context, stream, name string, panes []even
 	return l.writePaneTable(ctx, TruthDir, stream, name, panes)
 }
 
+// WriteTruthRows is WriteTruth for rows already in the table's schema
+// (stream's, Timing "truth"), which a recompute builds without a Pane
+// each. Rows in file order are written as they are; others are sorted in
+// place.
+func (l *Lake) WriteTruthRows(ctx context.Context, stream, name string, rows []SummaryRow) ([]FileInfo, error) {
+	return l.writeSummaryRows(ctx, TruthDir, stream, name, rows)
+}
+
 // ReadTruth returns every truth row of stream whose window_start lies in
 // [from, to), file by file.
 func (l *Lake) ReadTruth(ctx context.Context, stream string, from, to time.Time) ([]event.Pane, error) {
