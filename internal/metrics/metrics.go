@@ -126,6 +126,16 @@ func (v *Vec) With(values ...string) *Value {
 	return x
 }
 
+// Each calls fn for every series, with its label values; fn must not
+// call v's other methods.
+func (v *Vec) Each(fn func(x *Value, labels []string)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, x := range v.values {
+		fn(x, x.labels)
+	}
+}
+
 // Delete drops the series for the label values (e.g. a revoked partition).
 func (v *Vec) Delete(values ...string) {
 	v.mu.Lock()
