@@ -100,7 +100,11 @@ func (m *Metrics) horizon(workflowID string, in HorizonInput, res HorizonResult)
 	m.horizonChecks.With(in.Stream, "waiting").Add(1)
 	causes := slices.Clone(res.Causes)
 	slices.Sort(causes)
-	m.waiting[workflowID] = horizonWait{stream: in.Stream, causes: slices.Compact(causes), at: m.now()}
+	causes = slices.Compact(causes)
+	for _, c := range causes {
+		m.horizonWaiting.With(in.Stream, c) // the series exists from the first wait; the scrape sets it
+	}
+	m.waiting[workflowID] = horizonWait{stream: in.Stream, causes: causes, at: m.now()}
 }
 
 // setWaiting sets the waiting gauge from the recomputes' latest checks.

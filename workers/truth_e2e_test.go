@@ -307,6 +307,9 @@ type stackOptions struct {
 	// tweak, when set, changes the config (after the second-scale
 	// windows are set) before anything starts.
 	tweak func(*config.Config)
+	// externalBatch: the test runs the batch worker itself (`reckon
+	// batch`, which starts the long-running workflows).
+	externalBatch bool
 }
 
 // newTruthStack is startTruthStack without the stream worker: the test
@@ -358,6 +361,11 @@ func newTruthStack(tb testing.TB, ctx context.Context, o stackOptions) *truthSta
 		tb.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Every committed pane, with the wall time this observer saw it.
+	st.obs = newPaneObserver(tb, ctx, cfg)
+	if o.externalBatch {
+		return st
+	}
 
 	// The batch worker (archive + truth) and its long-running workflows.
 	w := worker.New(st.tc, tq, worker.Options{})
@@ -372,9 +380,6 @@ func newTruthStack(tb testing.TB, ctx context.Context, o stackOptions) *truthSta
 	if err := startTruth(ctx, cfg, st.tc, quiet); err != nil {
 		tb.Fatal(err)
 	}
-
-	// Every committed pane, with the wall time this observer saw it.
-	st.obs = newPaneObserver(tb, ctx, cfg)
 	return st
 }
 

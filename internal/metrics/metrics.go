@@ -53,6 +53,10 @@ func (r *Registry) OnScrape(fn func(ctx context.Context)) {
 func (r *Registry) Collect(ctx context.Context) {
 	r.scrapeMu.Lock()
 	defer r.scrapeMu.Unlock()
+	r.collect(ctx)
+}
+
+func (r *Registry) collect(ctx context.Context) {
 	r.mu.Lock()
 	cs := slices.Clone(r.collectors)
 	r.mu.Unlock()
@@ -134,6 +138,13 @@ func (v *Vec) Each(fn func(x *Value, labels []string)) {
 	for _, x := range v.values {
 		fn(x, x.labels)
 	}
+}
+
+// Reset drops every series.
+func (v *Vec) Reset() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	clear(v.values)
 }
 
 // Delete drops the series for the label values (e.g. a revoked partition).
@@ -306,9 +317,13 @@ func (v *HistVec) write(w *strings.Builder) {
 // Handler serves the registry on any path, running the collectors first.
 func (r *Registry) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.Collect(req.Context())
+		// One scrape at a time from collecting to writing: a collector
+		// may reset a family to set it anew.
+		r.scrapeMu.Lock()
+		r.collect(req.Context())
 		var b strings.Builder
 		r.WriteText(&b)
+		r.scrapeMu.Unlock()
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		_, _ = w.Write([]byte(b.String()))
 	})
