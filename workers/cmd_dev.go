@@ -188,7 +188,9 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	if !skip["temporal"] {
 		start("temporal")
 		err := waitSaying(ctx, say, fmt.Sprintf("Temporal on %s to answer (the dev server opens %s; its log: %s)", temporalAddr, filepath.Join(dir, "temporal.db"), filepath.Join(logDir, "temporal.log")), 60*time.Second,
-			func(ctx context.Context) error { return waitTemporal(ctx, temporalAddr, cfg.Temporal.Namespace, 60*time.Second) })
+			func(ctx context.Context) error {
+				return waitTemporal(ctx, temporalAddr, cfg.Temporal.Namespace, 60*time.Second)
+			})
 		if err != nil {
 			return err
 		}
