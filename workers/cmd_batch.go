@@ -102,6 +102,10 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 	go func() { bridgeErr <- runBridge(ctx) }()
 	select {
 	case <-ctx.Done():
+		// The bridge returns once ctx ends; only then may its client
+		// close (closeBridge): closing it mid-poll waits for a rebalance
+		// the poll blocks, until the supervisor's kill.
+		<-bridgeErr
 	case err := <-bridgeErr:
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("batch: z-report bridge: %w", err)

@@ -309,7 +309,8 @@ func (p *reckonProc) wait(t *testing.T, timeout time.Duration) int {
 }
 
 // interrupt is Ctrl-C: SIGINT, then the process must exit 0 with no
-// ERROR line after the signal.
+// ERROR line after the signal, and (reckon dev) every component must stop
+// within its grace period.
 func (p *reckonProc) interrupt(t *testing.T) {
 	t.Helper()
 	at := time.Now()
@@ -319,10 +320,24 @@ func (p *reckonProc) interrupt(t *testing.T) {
 	if code := p.wait(t, 90*time.Second); code != 0 {
 		t.Errorf("reckon %s: exit %d after Ctrl-C", p.name, code)
 	}
+	var said []string
 	for _, l := range p.out.since(at) {
-		if strings.Contains(l.text, "level=ERROR") {
-			t.Errorf("reckon %s: an ERROR on a clean stop: %s", p.name, l.text)
+		if strings.Contains(l.text, "level=ERROR") || strings.Contains(l.text, "did not stop within") {
+			t.Errorf("reckon %s: on a clean stop: %s", p.name, l.text)
 		}
+		if m := stacksIn.FindStringSubmatch(l.text); m != nil {
+			if b, err := os.ReadFile(m[1]); err == nil {
+				if i := strings.LastIndex(string(b), "SIGQUIT"); i >= 0 {
+					t.Logf("%s from SIGQUIT:\n%s", m[1], b[i:])
+				}
+			}
+		}
+		if strings.Contains(l.text, "reckon dev: ") || strings.Contains(l.text, "stopping") {
+			said = append(said, fmt.Sprintf("+%v %s", l.at.Sub(at).Round(10*time.Millisecond), l.text))
+		}
+	}
+	if len(said) > 0 {
+		t.Logf("reckon %s after Ctrl-C:\n%s", p.name, strings.Join(said, "\n"))
 	}
 	t.Logf("reckon %s stopped %v after Ctrl-C", p.name, time.Since(at).Round(10*time.Millisecond))
 }
@@ -335,7 +350,10 @@ func (p *reckonProc) requireLine(t *testing.T, s string) {
 	}
 }
 
-var devLine = regexp.MustCompile(`^reckon dev: `)
+var (
+	devLine  = regexp.MustCompile(`^reckon dev: `)
+	stacksIn = regexp.MustCompile(`goroutine stacks in (\S+)\)`)
+)
 
 // checkStartup waits for `reckon dev` to be up and checks that it spoke
 // within replyWithin of its start and never fell silent for longer while
