@@ -251,7 +251,7 @@ func TestTruthEndToEnd(t *testing.T) {
 	lap("schedule")
 
 	if st.ui != "" {
-		checkUI(t, ctx, st.ui, *uiCheck, workflows.ReconcileWorkflowID(dates[0]))
+		checkUI(t, ctx, st.ui, *uiCheck, workflows.ReconcileWorkflowID(dates[0]), st.waitingRecompute(t, ctx))
 		lap("ui check")
 	}
 
@@ -782,11 +782,38 @@ func temporalWithUI(t testing.TB) (client.Client, string, string) {
 	return srv.Client(), srv.FrontendHostPort(), "http://127.0.0.1:" + port
 }
 
+// waitingRecompute starts a targeted recompute of payments that waits for
+// the archive to reach an offset the partition never will, until the
+// test ends (or 5 minutes): a running recompute with a reason on its page.
+func (st *truthStack) waitingRecompute(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	start := time.Now().UTC().Truncate(5 * time.Second)
+	id := workflows.RecomputeWorkflowID("payments", start, start.Add(5*time.Second)) + "/ui-waits"
+	_, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: st.cfg.Temporal.TaskQueue, StaticSummary: "recompute payments (UI check: waits for the archive)"},
+		workflows.RecomputeWorkflow, workflows.RecomputeParams{
+			Stream: "payments", From: start, To: start.Add(5 * time.Second), Trigger: activities.TriggerManual,
+			Windows: []activities.WindowRef{{Key: "u1", Start: start}}, After: []activities.PartitionOffset{{Partition: 0, Offset: 1 << 40}},
+			HorizonWait: 5 * time.Minute, HorizonPoll: time.Second,
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.tc.TerminateWorkflow(context.Background(), id, "", "UI check done") })
+	waitFor(t, time.Minute, "the UI check's recompute to wait for the horizon", func() (bool, string) {
+		s, err := st.recomputeStatus(ctx, id)
+		return err == nil && s.Status == workflows.StatusWaiting, fmt.Sprintf("%+v %v", s, err)
+	})
+	return id
+}
+
 // checkUI renders Temporal UI pages in headless chromium (Debian
 // `chromium`) and checks that an operator finds the batch-truth workflows:
-// the list filtered by reckon's search attributes, and a reconciliation
-// with its children named by their static summaries. Screenshots go to dir.
-func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID string) {
+// the list filtered by reckon's search attributes, a reconciliation with
+// its children named by their static summaries, and a running recompute
+// whose page says what it waits for (its current details). Screenshots go
+// to dir. The UI renders in the browser after its API calls return: a
+// page is dumped again until every wanted text is on it, within a minute.
+func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID, waitingID string) {
 	t.Helper()
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
@@ -800,25 +827,33 @@ func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID string) {
 		args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
 			"--window-size=1600,1000", "--virtual-time-budget=20000", "--run-all-compositor-stages-before-draw"}
 		shot := filepath.Join(dir, name+".png")
+		var missing []string
+		ok, _ := pollUntil(time.Minute, func() (bool, string) {
+			dom, err := exec.CommandContext(ctx, bin, append(args, "--dump-dom", page)...).Output()
+			if err != nil {
+				missing = []string{"(chromium dump-dom: " + err.Error() + ")"}
+				return false, ""
+			}
+			missing = missing[:0]
+			for _, w := range want {
+				if !bytes.Contains(dom, []byte(w)) {
+					missing = append(missing, w)
+				}
+			}
+			return len(missing) == 0, ""
+		})
 		if out, err := exec.CommandContext(ctx, bin, append(args, "--screenshot="+shot, page)...).CombinedOutput(); err != nil {
 			t.Errorf("chromium screenshot %s: %v\n%s", page, err, out)
-			return
 		}
-		dom, err := exec.CommandContext(ctx, bin, append(args, "--dump-dom", page)...).Output()
-		if err != nil {
-			t.Errorf("chromium dump-dom %s: %v", page, err)
-			return
-		}
-		for _, w := range want {
-			if !bytes.Contains(dom, []byte(w)) {
-				t.Errorf("UI %s: %q not on the page (screenshot %s)", page, w, shot)
-			}
+		if !ok {
+			t.Errorf("UI %s: %q not on the page within a minute (screenshot %s)", page, missing, shot)
 		}
 		t.Logf("UI %s: screenshot %s", page, shot)
 	}
 	q := url.QueryEscape(`WorkflowType="Recompute" AND ReckonStream="payments" AND ReckonStatus="corrected"`)
 	render("ui-corrections", ui+"/namespaces/default/workflows?query="+q, "correct/payments/1", "Recompute")
 	render("ui-reconcile", ui+"/namespaces/default/workflows/"+url.PathEscape(reconcileID), "reconcile", "recompute payments for")
+	render("ui-recompute-waits", ui+"/namespaces/default/workflows/"+url.PathEscape(waitingID), "waiting for the horizon", "archived to", "need 1099511627777")
 }
 
 // applyTopicMap applies the embedded topic map to cfg's broker.
