@@ -251,7 +251,8 @@ func TestTruthEndToEnd(t *testing.T) {
 	lap("schedule")
 
 	if st.ui != "" {
-		checkUI(t, ctx, st.ui, *uiCheck, workflows.ReconcileWorkflowID(dates[0]), st.waitingRecompute(t, ctx))
+		waitingID, waitingRun := st.waitingRecompute(t, ctx)
+		checkUI(t, ctx, st.ui, *uiCheck, workflows.ReconcileWorkflowID(dates[0]), waitingID, waitingRun)
 		lap("ui check")
 	}
 
@@ -784,16 +785,17 @@ func temporalWithUI(t testing.TB) (client.Client, string, string) {
 
 // waitingRecompute starts a targeted recompute of payments that waits for
 // the archive to reach an offset the partition never will, until the
-// test ends (or 5 minutes): a running recompute with a reason on its page.
-func (st *truthStack) waitingRecompute(t *testing.T, ctx context.Context) string {
+// test ends (or 10 minutes): a running recompute with a reason on its
+// page. It returns the workflow's id and run id.
+func (st *truthStack) waitingRecompute(t *testing.T, ctx context.Context) (string, string) {
 	t.Helper()
 	start := time.Now().UTC().Truncate(5 * time.Second)
 	id := workflows.RecomputeWorkflowID("payments", start, start.Add(5*time.Second)) + "/ui-waits"
-	_, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: st.cfg.Temporal.TaskQueue, StaticSummary: "recompute payments (UI check: waits for the archive)"},
+	run, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: st.cfg.Temporal.TaskQueue, StaticSummary: "recompute payments (UI check: waits for the archive)"},
 		workflows.RecomputeWorkflow, workflows.RecomputeParams{
 			Stream: "payments", From: start, To: start.Add(5 * time.Second), Trigger: activities.TriggerManual,
 			Windows: []activities.WindowRef{{Key: "u1", Start: start}}, After: []activities.PartitionOffset{{Partition: 0, Offset: 1 << 40}},
-			HorizonWait: 5 * time.Minute, HorizonPoll: time.Second,
+			HorizonWait: 10 * time.Minute, HorizonPoll: time.Second,
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -803,17 +805,19 @@ func (st *truthStack) waitingRecompute(t *testing.T, ctx context.Context) string
 		s, err := st.recomputeStatus(ctx, id)
 		return err == nil && s.Status == workflows.StatusWaiting, fmt.Sprintf("%+v %v", s, err)
 	})
-	return id
+	return id, run.GetRunID()
 }
 
 // checkUI renders Temporal UI pages in headless chromium (Debian
 // `chromium`) and checks that an operator finds the batch-truth workflows:
 // the list filtered by reckon's search attributes, a reconciliation with
 // its children named by their static summaries, and a running recompute
-// whose page says what it waits for (its current details). Screenshots go
-// to dir. The UI renders in the browser after its API calls return: a
-// page is dumped again until every wanted text is on it, within a minute.
-func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID, waitingID string) {
+// whose User Metadata tab says what it waits for (its current details,
+// which the UI reads with the __temporal_workflow_metadata query). Screenshots go
+// to dir. The UI renders in the browser after its API calls return: the
+// page's text is read again until every wanted text is on it, within a
+// minute (ui_cdp_test.go).
+func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID, waitingID, waitingRun string) {
 	t.Helper()
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
@@ -824,26 +828,30 @@ func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID, waitingID 
 	}
 	render := func(name, page string, want ...string) {
 		t.Helper()
-		args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-			"--window-size=1600,1000", "--virtual-time-budget=20000", "--run-all-compositor-stages-before-draw"}
 		shot := filepath.Join(dir, name+".png")
+		p, err := openPage(ctx, bin, page, t.TempDir())
+		if err != nil {
+			t.Errorf("chromium %s: %v", page, err)
+			return
+		}
+		defer p.close()
 		var missing []string
 		ok, _ := pollUntil(time.Minute, func() (bool, string) {
-			dom, err := exec.CommandContext(ctx, bin, append(args, "--dump-dom", page)...).Output()
+			text, err := p.text()
 			if err != nil {
-				missing = []string{"(chromium dump-dom: " + err.Error() + ")"}
+				missing = []string{"(" + err.Error() + ")"}
 				return false, ""
 			}
 			missing = missing[:0]
 			for _, w := range want {
-				if !bytes.Contains(dom, []byte(w)) {
+				if !strings.Contains(text, w) {
 					missing = append(missing, w)
 				}
 			}
 			return len(missing) == 0, ""
 		})
-		if out, err := exec.CommandContext(ctx, bin, append(args, "--screenshot="+shot, page)...).CombinedOutput(); err != nil {
-			t.Errorf("chromium screenshot %s: %v\n%s", page, err, out)
+		if err := p.screenshot(shot); err != nil {
+			t.Errorf("chromium screenshot %s: %v", page, err)
 		}
 		if !ok {
 			t.Errorf("UI %s: %q not on the page within a minute (screenshot %s)", page, missing, shot)
@@ -853,7 +861,7 @@ func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID, waitingID 
 	q := url.QueryEscape(`WorkflowType="Recompute" AND ReckonStream="payments" AND ReckonStatus="corrected"`)
 	render("ui-corrections", ui+"/namespaces/default/workflows?query="+q, "correct/payments/1", "Recompute")
 	render("ui-reconcile", ui+"/namespaces/default/workflows/"+url.PathEscape(reconcileID), "reconcile", "recompute payments for")
-	render("ui-recompute-waits", ui+"/namespaces/default/workflows/"+url.PathEscape(waitingID), "waiting for the horizon", "archived to", "need 1099511627777")
+	render("ui-recompute-waits", ui+"/namespaces/default/workflows/"+url.PathEscape(waitingID)+"/"+waitingRun+"/user-metadata", "waiting for the horizon", "archived to", "need 1099511627777")
 }
 
 // applyTopicMap applies the embedded topic map to cfg's broker.
