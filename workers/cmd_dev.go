@@ -249,8 +249,8 @@ Ctrl-C stops everything; the next `+"`reckon dev`"+` resumes from %s.`,
 }
 
 // devWaitEvery is how often a start-up wait of `reckon dev` says again
-// what it waits for.
-const devWaitEvery = 5 * time.Second
+// what it waits for: under 5 s, so no start-up step is silent longer.
+const devWaitEvery = 4 * time.Second
 
 // waitSaying runs wait with a limit, saying at once what it waits for and
 // then every devWaitEvery how long it has waited, so no start-up step is
