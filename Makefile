@@ -147,6 +147,16 @@ E2E_ARGS ?=
 e2e: temporal
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestTruthEndToEnd$$' -count=1 -v -timeout 10m -args -e2e $(E2E_ARGS)
 
+# The operator walkthrough on real processes (workers/walkthrough_test.go):
+# `reckon dev` → traffic → kill -9 stream and batch → Ctrl-C → `reckon dev`
+# again → reconcile today/yesterday → replay dry run → Ctrl-C; asserts no
+# event_id reused with another payload, every wait says why within 5 s, no
+# ERROR on a clean stop, the batch metrics exist and move; logs the stream's
+# restart wait with dynamic and static membership side by side.
+.PHONY: walkthrough
+walkthrough: temporal
+	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestOperatorWalkthrough$$' -count=1 -v -timeout 20m -args -walkthrough
+
 # The chaos conservation test (tools/chaos): the dev stack on loopback with a
 # temporary data dir and lake, a finite paced payments run with a manifest,
 # SIGKILLs (stream 3×, batch 2×, Temporal and the broker once) at random

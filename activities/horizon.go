@@ -40,7 +40,22 @@ type HorizonResult struct {
 	// purged-through point must reach it.
 	PurgeAt time.Time
 	Waiting string
+	// Causes classifies Waiting's lines, one Horizon* cause per line
+	// (metrics count waits by cause).
+	Causes []string `json:",omitempty"`
 }
+
+// Causes of a horizon wait (HorizonResult.Causes).
+const (
+	// HorizonNoProgress: the stream has published no progress for a partition.
+	HorizonNoProgress = "no_progress"
+	// HorizonNoWatermark: the stream has processed no event of the partition.
+	HorizonNoWatermark = "no_watermark"
+	// HorizonWatermark: the stream's purged-through point is before the range's end.
+	HorizonWatermark = "watermark_behind"
+	// HorizonArchive: the lake's archive has not reached the offsets needed.
+	HorizonArchive = "archive_behind"
+)
 
 // CheckHorizon decides from the stream's published progress
 // (docs/adr/0015-stream-progress.md) whether the windows of in.Stream
@@ -66,7 +81,7 @@ func (a *BatchTruth) CheckHorizon(ctx context.Context, in HorizonInput) (Horizon
 		return HorizonResult{}, badInput("unknown stream %q", in.Stream)
 	}
 	if len(in.After) > 0 {
-		var missing []string
+		var missing, causes []string
 		for _, po := range in.After {
 			p, err := a.Lake.ReadProgress(ctx, st.Topic, po.Partition)
 			if err != nil && !errors.Is(err, lake.ErrNoProgress) {
@@ -74,9 +89,10 @@ func (a *BatchTruth) CheckHorizon(ctx context.Context, in HorizonInput) (Horizon
 			}
 			if p.NextOffset <= po.Offset {
 				missing = append(missing, fmt.Sprintf("%s/%d archived to %d, need %d", st.Topic, po.Partition, p.NextOffset, po.Offset+1))
+				causes = append(causes, HorizonArchive)
 			}
 		}
-		return HorizonResult{Ready: len(missing) == 0, Waiting: strings.Join(missing, "; ")}, nil
+		return HorizonResult{Ready: len(missing) == 0, Waiting: strings.Join(missing, "; "), Causes: causes}, nil
 	}
 	if a.Progress == nil {
 		return HorizonResult{}, temporal.NewNonRetryableApplicationError("truth: no stream progress view configured", ErrTypeTruthInput, nil)
@@ -99,6 +115,10 @@ func (a *BatchTruth) CheckHorizon(ctx context.Context, in HorizonInput) (Horizon
 	want, now := st.SettingsDigest(), a.now()
 	var waiting []string
 	var ferr error
+	wait := func(cause, line string) {
+		waiting = append(waiting, line)
+		res.Causes = append(res.Causes, cause)
+	}
 	ends.Each(func(e kadm.ListedOffset) {
 		if e.Offset == 0 || ferr != nil {
 			return // an empty partition holds no window
@@ -106,7 +126,7 @@ func (a *BatchTruth) CheckHorizon(ctx context.Context, in HorizonInput) (Horizon
 		at := fmt.Sprintf("%s/%d", st.Topic, e.Partition)
 		p, ok := a.Progress.Get(st.Name, st.Topic, e.Partition)
 		if !ok {
-			waiting = append(waiting, fmt.Sprintf("%s: stream %s has published no progress (not started, or older than the progress topic %s)", at, st.Name, a.Cfg.Topics.StreamProgress))
+			wait(HorizonNoProgress, fmt.Sprintf("%s: stream %s has published no progress (not started, or older than the progress topic %s)", at, st.Name, a.Cfg.Topics.StreamProgress))
 			return
 		}
 		if p.Settings != want {
@@ -118,10 +138,10 @@ func (a *BatchTruth) CheckHorizon(ctx context.Context, in HorizonInput) (Horizon
 		ago := now.Sub(p.PublishedAt).Round(time.Second)
 		switch {
 		case p.Watermark.IsZero():
-			waiting = append(waiting, fmt.Sprintf("%s: no watermark yet (no %s event processed; last progress %v ago)", at, strings.Join(st.EventTypes, ", "), ago))
+			wait(HorizonNoWatermark, fmt.Sprintf("%s: no watermark yet (no %s event processed; last progress %v ago)", at, strings.Join(st.EventTypes, ", "), ago))
 			return
 		case p.PurgedThrough.Before(in.To):
-			waiting = append(waiting, fmt.Sprintf("%s: watermark %s < %s needed (last progress %v ago)", at, fmtTime(p.Watermark), fmtTime(res.PurgeAt), ago))
+			wait(HorizonWatermark, fmt.Sprintf("%s: watermark %s < %s needed (last progress %v ago)", at, fmtTime(p.Watermark), fmtTime(res.PurgeAt), ago))
 			return
 		}
 		lp, err := a.Lake.ReadProgress(ctx, st.Topic, e.Partition)
@@ -130,7 +150,7 @@ func (a *BatchTruth) CheckHorizon(ctx context.Context, in HorizonInput) (Horizon
 			return
 		}
 		if lp.NextOffset < p.NextOffset {
-			waiting = append(waiting, fmt.Sprintf("%s: archived to offset %d, the stream counted to %d", at, lp.NextOffset, p.NextOffset))
+			wait(HorizonArchive, fmt.Sprintf("%s: archived to offset %d, the stream counted to %d", at, lp.NextOffset, p.NextOffset))
 		}
 	})
 	if ferr != nil {

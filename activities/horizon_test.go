@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,20 +93,20 @@ func TestCheckHorizon(t *testing.T) {
 		return r
 	}
 	in := activities.HorizonInput{Stream: "payments", To: end}
-	if r := check(in); r.Ready || strings.Count(r.Waiting, "has published no progress") != 2 || !r.PurgeAt.Equal(end.Add(st.AllowedLateness)) {
+	if r := check(in); r.Ready || strings.Count(r.Waiting, "has published no progress") != 2 || !slices.Equal(r.Causes, []string{activities.HorizonNoProgress, activities.HorizonNoProgress}) || !r.PurgeAt.Equal(end.Add(st.AllowedLateness)) {
 		t.Fatalf("nothing published: %+v", r)
 	}
 	purge := end.Add(st.AllowedLateness)
 	publish(at(0, 1, purge), at(1, 1, purge.Add(-time.Second)))
-	if r := check(in); r.Ready || !strings.Contains(r.Waiting, rawTopic+"/1: watermark "+fmtTime(purge.Add(-time.Second))+" < "+fmtTime(purge)+" needed (last progress 1m0s ago)") || !strings.Contains(r.Waiting, rawTopic+"/0: archived to offset 0, the stream counted to 1") {
+	if r := check(in); r.Ready || !strings.Contains(r.Waiting, rawTopic+"/1: watermark "+fmtTime(purge.Add(-time.Second))+" < "+fmtTime(purge)+" needed (last progress 1m0s ago)") || !strings.Contains(r.Waiting, rawTopic+"/0: archived to offset 0, the stream counted to 1") || !slices.Equal(slices.Sorted(slices.Values(r.Causes)), []string{activities.HorizonArchive, activities.HorizonWatermark}) {
 		t.Fatalf("partition 1 not yet purged, partition 0 not yet archived: %+v", r)
 	}
 	publish(at(1, 1, purge))
-	if r := check(in); r.Ready || strings.Contains(r.Waiting, "watermark") || !strings.Contains(r.Waiting, rawTopic+"/1: archived to offset 0, the stream counted to 1") {
+	if r := check(in); r.Ready || strings.Contains(r.Waiting, "watermark") || !strings.Contains(r.Waiting, rawTopic+"/1: archived to offset 0, the stream counted to 1") || !slices.Equal(r.Causes, []string{activities.HorizonArchive, activities.HorizonArchive}) {
 		t.Fatalf("lake behind the stream: %+v", r)
 	}
 	f.archive(t, t0.Add(time.Hour))
-	if r := check(in); !r.Ready || r.Waiting != "" {
+	if r := check(in); !r.Ready || r.Waiting != "" || len(r.Causes) != 0 {
 		t.Fatalf("should be final: %+v", r)
 	}
 	// An aborted transaction's progress is never seen.
@@ -135,7 +136,7 @@ func TestCheckHorizon(t *testing.T) {
 
 	// Targeted: the lake must hold the late events' offsets.
 	tin := activities.HorizonInput{Stream: "payments", To: end, After: []activities.PartitionOffset{{Partition: 0, Offset: 0}, {Partition: 1, Offset: 3}}}
-	if r := check(tin); r.Ready || !strings.Contains(r.Waiting, "/1 archived to 1, need 4") {
+	if r := check(tin); r.Ready || !strings.Contains(r.Waiting, "/1 archived to 1, need 4") || !slices.Equal(r.Causes, []string{activities.HorizonArchive}) {
 		t.Fatalf("targeted: %+v", r)
 	}
 	if _, err := f.lk.WriteProgress(t.Context(), lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 4, ArchivedThrough: t0.Add(3 * time.Hour)}); err != nil {

@@ -319,11 +319,11 @@ func TestComposeMatchesReckonConfig(t *testing.T) {
 		t.Errorf("kafka does not advertise localhost:%d for host clients", defaults.Dev.KafkaPort)
 	}
 
-	// Prometheus scrapes every stream worker's metrics endpoint, and only
-	// services that exist.
+	// Prometheus scrapes every stream and batch worker's metrics endpoint,
+	// and only services that exist.
 	requireProfile(t, c, "prometheus", "metrics")
 	targets := prometheusTargets(t)
-	for _, s := range streams {
+	for _, s := range slices.Concat(streams, batches) {
 		_, port := splitHostPort(t, s, cfgs[s].Metrics.Addr)
 		if !slices.Contains(targets, s+":"+port) {
 			t.Errorf("deploy/prometheus.yml does not scrape %s:%s (targets %v)", s, port, targets)

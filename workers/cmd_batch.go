@@ -14,6 +14,7 @@ import (
 	"reckon/activities"
 	"reckon/internal/config"
 	"reckon/internal/kafkaconn"
+	"reckon/internal/metrics"
 	"reckon/internal/temporalconn"
 	"reckon/lake"
 	"reckon/workflows"
@@ -42,7 +43,26 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 		return err
 	}
 
-	w := worker.New(c, cfg.Temporal.TaskQueue, batchWorkerOptions())
+	// The batch figures on /metrics: from activity results (interceptor)
+	// and read at each scrape with the process's own admin client.
+	madm, closeMAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "batch-metrics")
+	if err != nil {
+		return err
+	}
+	defer closeMAdm()
+	reg := metrics.NewRegistry()
+	bm := newBatchMetrics(reg, cfg, madm, lk, c, log)
+	go func() {
+		err := metrics.Serve(ctx, cfg.Metrics.Addr, reg, func(addr string) {
+			log.Info("metrics", "url", "http://"+addr+"/metrics")
+		})
+		if err != nil {
+			log.Warn("metrics endpoint off", "err", err)
+		}
+	}()
+	opts := batchWorkerOptions()
+	opts.Interceptors = append(opts.Interceptors, bm.interceptor())
+	w := worker.New(c, cfg.Temporal.TaskQueue, opts)
 	// The activities' Kafka clients live as long as the process; these
 	// defers run after the worker's stop below, when no activity runs.
 	closeArchiveKafka, err := registerBatch(w, cfg, lk)
@@ -85,6 +105,10 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 	go func() { bridgeErr <- runBridge(ctx) }()
 	select {
 	case <-ctx.Done():
+		// The bridge returns once ctx ends; only then may its client
+		// close (closeBridge): closing it mid-poll waits for a rebalance
+		// the poll blocks, until the supervisor's kill.
+		<-bridgeErr
 	case err := <-bridgeErr:
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("batch: z-report bridge: %w", err)

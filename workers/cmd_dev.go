@@ -185,9 +185,8 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 
 	if !skip["broker"] {
 		start("broker")
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := kafkaconn.WaitReady(wctx, cfg.Kafka)
-		cancel()
+		err := waitSaying(ctx, say, fmt.Sprintf("the broker on %s to answer (kfake, loading %s)", kafkaAddr, filepath.Join(dir, "kafka")), 30*time.Second,
+			func(ctx context.Context) error { return kafkaconn.WaitReady(ctx, cfg.Kafka) })
 		if err != nil {
 			return err
 		}
@@ -195,7 +194,11 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	}
 	if !skip["temporal"] {
 		start("temporal")
-		if err := waitTemporal(ctx, temporalAddr, cfg.Temporal.Namespace, 60*time.Second); err != nil {
+		err := waitSaying(ctx, say, fmt.Sprintf("Temporal on %s to answer (the dev server opens %s; its log: %s)", temporalAddr, filepath.Join(dir, "temporal.db"), filepath.Join(logDir, "temporal.log")), 60*time.Second,
+			func(ctx context.Context) error {
+				return waitTemporal(ctx, temporalAddr, cfg.Temporal.Namespace, 60*time.Second)
+			})
+		if err != nil {
 			return err
 		}
 		say("temporal ready on %s, UI http://127.0.0.1:%d", temporalAddr, cfg.Dev.UIPort)
@@ -209,7 +212,11 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		if err != nil {
 			return err
 		}
-		acts, err := topics.Apply(ctx, adm, m)
+		var acts []topics.Action
+		err = waitSaying(ctx, say, "the broker to apply the topic map", time.Minute, func(ctx context.Context) (err error) {
+			acts, err = topics.Apply(ctx, adm, m)
+			return err
+		})
 		closeAdm()
 		for _, a := range acts {
 			say("topics: %s", a)
@@ -236,7 +243,7 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	say(`up. Where to look:
   Temporal UI     http://127.0.0.1:%d
   Kafka           %s   (./bin/reckon topics describe; ./bin/reckon topics tail %s)
-  metrics         http://%s/metrics
+  metrics         http://%s/metrics and the next ports (stream, batch: each logs its own url)
   lake            %s   (./bin/reckon lake ls)%s
   logs, pids      %s, %s
 Ctrl-C stops everything; the next `+"`reckon dev`"+` resumes from %s.`,
@@ -254,6 +261,32 @@ func devSQLLine(listen string, skipped bool) string {
 		return ""
 	}
 	return fmt.Sprintf("\n  SQL             grpc://%s   (Arrow Flight SQL; ./bin/reckon sql \"SELECT * FROM windows\")", listen)
+}
+
+// devWaitEvery is how often a start-up wait of `reckon dev` says again
+// what it waits for: under 5 s, so no start-up step is silent longer.
+const devWaitEvery = 4 * time.Second
+
+// waitSaying runs wait with a limit, saying at once what it waits for and
+// then every devWaitEvery how long it has waited, so no start-up step is
+// silent for longer than that.
+func waitSaying(ctx context.Context, say func(string, ...any), what string, limit time.Duration, wait func(context.Context) error) error {
+	say("waiting for %s (up to %v)", what, limit)
+	wctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- wait(wctx) }()
+	began := time.Now()
+	tick := time.NewTicker(devWaitEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			say("still waiting for %s (%v of at most %v)", what, time.Since(began).Round(time.Second), limit)
+		}
+	}
 }
 
 // devGenerator is one generator process of `reckon dev`.

@@ -49,6 +49,14 @@ func TestDevCleanStopLeavesNoPidFiles(t *testing.T) {
 		cancel()
 		t.Fatalf("dev never came up:\n%s\n%s", out.String(), errb.String())
 	}
+	// Every start-up wait says what it waits for before it waits.
+	o := out.String()
+	if w, r := strings.Index(o, "waiting for the broker on 127.0.0.1:"+strconv.Itoa(port)), strings.Index(o, "broker ready"); w < 0 || r < w {
+		t.Errorf("the broker wait did not say what it waits for first:\n%s", o)
+	}
+	if !strings.Contains(o, "waiting for the broker to apply the topic map") {
+		t.Errorf("the topic map's apply did not say it waits:\n%s", o)
+	}
 	if _, err := os.Stat(filepath.Join(runDir, "broker.pid")); err != nil {
 		t.Fatalf("broker running without a pid file: %v", err)
 	}

@@ -55,7 +55,7 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 	count := fs.Int64("count", 0, "records to produce, every category included; 0 = forever (no manifest)")
 	seed := fs.Int64("seed", 1, "seed: the same flags with --seed given give byte-identical output (see --id-nonce)")
 	idNonce := fs.String("id-nonce", "auto", "auto | random | N: mixed into every event_id so a rerun repeats none of an earlier run's; 0 = ids from the seed alone. auto = random, or 0 when --seed is given. The summary and manifest print the nonce used")
-	firstKey := fs.String("first-key", "0", "fiscal: number of the first business key (drive k mod --keys, shift first + k div --keys), or now = the key slot (3/rate s from "+generate.FiscalEpoch.Format(time.DateOnly)+") --start falls in, so live reruns make new shifts")
+	firstKey := fs.String("first-key", "0", "fiscal: number of the first business key (drive k mod --keys, shift first + k div --keys), or now = the key slot (3/rate s from "+generate.FiscalEpoch.Format(time.DateOnly)+", in cycles of "+strconv.Itoa(generate.FiscalShiftCycle)+" shifts per drive) --start falls in, so live reruns make new, valid shifts")
 	out := fs.String("out", "", "also write JSONL (envelope + arrived_at) to this file; - for stdout")
 	manifest := fs.String("manifest", "", "write the run's manifest (counts, listed records, truth) to this JSON file")
 	noKafka := fs.Bool("no-kafka", false, "do not produce to Kafka")
@@ -139,7 +139,7 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 		o.IDNonce = n
 	}
 	if *firstKey == "now" {
-		o.FirstKey = generate.FirstKeyAt(o.Start, o.Rate)
+		o.FirstKey = generate.FirstKeyAt(o.Start, o.Rate, o.Keys)
 	} else if n, err := strconv.ParseInt(*firstKey, 10, 64); err != nil {
 		usage("--first-key %q is not a number or now", *firstKey)
 	} else {

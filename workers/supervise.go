@@ -121,9 +121,16 @@ func (p *proc) once(ctx context.Context, restarts int) error {
 		select {
 		case werr = <-done:
 		case <-time.After(grace):
-			p.say("did not stop within %v; killing", grace)
-			_ = cmd.Process.Kill()
-			werr = <-done
+			// SIGQUIT first: a Go process writes every goroutine's stack
+			// to its log before it exits, which shows what it waited on.
+			p.say("did not stop within %v; killing (goroutine stacks in %s)", grace, filepath.Join(p.logDir, p.name+".log"))
+			_ = cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case werr = <-done:
+			case <-time.After(2 * time.Second):
+				_ = cmd.Process.Kill()
+				werr = <-done
+			}
 		}
 	}
 	_ = os.Remove(pidFile)

@@ -253,7 +253,8 @@ func TestTruthEndToEnd(t *testing.T) {
 	lap("schedule")
 
 	if st.ui != "" {
-		checkUI(t, ctx, st.ui, *uiCheck, workflows.ReconcileWorkflowID(dates[0]))
+		waitingID, waitingRun := st.waitingRecompute(t, ctx)
+		checkUI(t, ctx, st.ui, *uiCheck, workflows.ReconcileWorkflowID(dates[0]), waitingID, waitingRun)
 		lap("ui check")
 	}
 
@@ -310,6 +311,9 @@ type stackOptions struct {
 	// tweak, when set, changes the config (after the second-scale
 	// windows are set) before anything starts.
 	tweak func(*config.Config)
+	// externalBatch: the test runs the batch worker itself (`reckon
+	// batch`, which starts the long-running workflows).
+	externalBatch bool
 }
 
 // newTruthStack is startTruthStack without the stream worker: the test
@@ -361,6 +365,11 @@ func newTruthStack(tb testing.TB, ctx context.Context, o stackOptions) *truthSta
 		tb.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Every committed pane, with the wall time this observer saw it.
+	st.obs = newPaneObserver(tb, ctx, cfg)
+	if o.externalBatch {
+		return st
+	}
 
 	// The batch worker (archive + truth) and its long-running workflows.
 	w := worker.New(st.tc, tq, worker.Options{})
@@ -375,9 +384,6 @@ func newTruthStack(tb testing.TB, ctx context.Context, o stackOptions) *truthSta
 	if err := startTruth(ctx, cfg, st.tc, quiet); err != nil {
 		tb.Fatal(err)
 	}
-
-	// Every committed pane, with the wall time this observer saw it.
-	st.obs = newPaneObserver(tb, ctx, cfg)
 	return st
 }
 
@@ -780,11 +786,41 @@ func temporalWithUI(t testing.TB) (client.Client, string, string) {
 	return srv.Client(), srv.FrontendHostPort(), "http://127.0.0.1:" + port
 }
 
+// waitingRecompute starts a targeted recompute of payments that waits for
+// the archive to reach an offset the partition never will, until the
+// test ends (or 10 minutes): a running recompute with a reason on its
+// page. It returns the workflow's id and run id.
+func (st *truthStack) waitingRecompute(t *testing.T, ctx context.Context) (string, string) {
+	t.Helper()
+	start := time.Now().UTC().Truncate(5 * time.Second)
+	id := workflows.RecomputeWorkflowID("payments", start, start.Add(5*time.Second)) + "/ui-waits"
+	run, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: st.cfg.Temporal.TaskQueue, StaticSummary: "recompute payments (UI check: waits for the archive)"},
+		workflows.RecomputeWorkflow, workflows.RecomputeParams{
+			Stream: "payments", From: start, To: start.Add(5 * time.Second), Trigger: activities.TriggerManual,
+			Windows: []activities.WindowRef{{Key: "u1", Start: start}}, After: []activities.PartitionOffset{{Partition: 0, Offset: 1 << 40}},
+			HorizonWait: 10 * time.Minute, HorizonPoll: time.Second,
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.tc.TerminateWorkflow(context.Background(), id, "", "UI check done") })
+	waitFor(t, time.Minute, "the UI check's recompute to wait for the horizon", func() (bool, string) {
+		s, err := st.recomputeStatus(ctx, id)
+		return err == nil && s.Status == workflows.StatusWaiting, fmt.Sprintf("%+v %v", s, err)
+	})
+	return id, run.GetRunID()
+}
+
 // checkUI renders Temporal UI pages in headless chromium (Debian
 // `chromium`) and checks that an operator finds the batch-truth workflows:
-// the list filtered by reckon's search attributes, and a reconciliation
-// with its children named by their static summaries. Screenshots go to dir.
-func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID string) {
+// the list filtered by reckon's search attributes, a reconciliation with
+// its children named by their static summaries, and a running recompute
+// whose User Metadata tab says what it waits for (its current details,
+// which the UI reads with the __temporal_workflow_metadata query). Screenshots go
+// to dir. The UI renders in the browser after its API calls return: the
+// page's text is read again until every wanted text is on it, within a
+// minute (ui_cdp_test.go).
+func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID, waitingID, waitingRun string) {
 	t.Helper()
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
@@ -795,28 +831,40 @@ func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID string) {
 	}
 	render := func(name, page string, want ...string) {
 		t.Helper()
-		args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-			"--window-size=1600,1000", "--virtual-time-budget=20000", "--run-all-compositor-stages-before-draw"}
 		shot := filepath.Join(dir, name+".png")
-		if out, err := exec.CommandContext(ctx, bin, append(args, "--screenshot="+shot, page)...).CombinedOutput(); err != nil {
-			t.Errorf("chromium screenshot %s: %v\n%s", page, err, out)
-			return
-		}
-		dom, err := exec.CommandContext(ctx, bin, append(args, "--dump-dom", page)...).Output()
+		p, err := openPage(ctx, bin, page, t.TempDir())
 		if err != nil {
-			t.Errorf("chromium dump-dom %s: %v", page, err)
+			t.Errorf("chromium %s: %v", page, err)
 			return
 		}
-		for _, w := range want {
-			if !bytes.Contains(dom, []byte(w)) {
-				t.Errorf("UI %s: %q not on the page (screenshot %s)", page, w, shot)
+		defer p.close()
+		var missing []string
+		ok, _ := pollUntil(time.Minute, func() (bool, string) {
+			text, err := p.text()
+			if err != nil {
+				missing = []string{"(" + err.Error() + ")"}
+				return false, ""
 			}
+			missing = missing[:0]
+			for _, w := range want {
+				if !strings.Contains(text, w) {
+					missing = append(missing, w)
+				}
+			}
+			return len(missing) == 0, ""
+		})
+		if err := p.screenshot(shot); err != nil {
+			t.Errorf("chromium screenshot %s: %v", page, err)
+		}
+		if !ok {
+			t.Errorf("UI %s: %q not on the page within a minute (screenshot %s)", page, missing, shot)
 		}
 		t.Logf("UI %s: screenshot %s", page, shot)
 	}
 	q := url.QueryEscape(`WorkflowType="Recompute" AND ReckonStream="payments" AND ReckonStatus="corrected"`)
 	render("ui-corrections", ui+"/namespaces/default/workflows?query="+q, "correct/payments/1", "Recompute")
 	render("ui-reconcile", ui+"/namespaces/default/workflows/"+url.PathEscape(reconcileID), "reconcile", "recompute payments for")
+	render("ui-recompute-waits", ui+"/namespaces/default/workflows/"+url.PathEscape(waitingID)+"/"+waitingRun+"/user-metadata", "waiting for the horizon", "archived to", "need 1099511627777")
 }
 
 // applyTopicMap applies the embedded topic map to cfg's broker.

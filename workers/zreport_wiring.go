@@ -51,7 +51,29 @@ func zreportBatch(cfg *config.Config, c client.Client, w worker.Worker) (runBrid
 		prod.Close()
 		return nil, nil, err
 	}
-	return br.Run, func() { br.Close(); prod.Close() }, nil
+	return br.Run, func() {
+		closeWithin(bridgeCloseWait, br.Close, func() {
+			slog.Info("zreport bridge: leaving its group did not finish (a group join was in flight); stopping anyway, the broker drops the member after its session timeout", "waited", bridgeCloseWait)
+		})
+		prod.Close()
+	}, nil
+}
+
+// bridgeCloseWait bounds the bridge's close on stop. Closing a consumer
+// waits for a group join in flight, which the broker may hold until an
+// earlier member's session expires (after a kill -9: 45 s).
+const bridgeCloseWait = 3 * time.Second
+
+// closeWithin runs closeFn, returning after at most d (then calling
+// late): the process is stopping, so a close left running ends with it.
+func closeWithin(d time.Duration, closeFn, late func()) {
+	done := make(chan struct{})
+	go func() { defer close(done); closeFn() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		late()
+	}
 }
 
 // registerZReport registers the entity workflow and its activities.

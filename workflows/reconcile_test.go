@@ -1,11 +1,15 @@
 package workflows_test
 
 import (
+	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/client"
 
 	"reckon/activities"
@@ -88,5 +92,48 @@ func TestReconcileReportsAFailedStream(t *testing.T) {
 	}
 	if len(rep.Parts) != 1 || rep.Parts[0].Stream != "suhu" || len(rep.Failed) != 1 || !strings.HasPrefix(rep.Failed[0], "payments 2026-11-07") {
 		t.Fatalf("report parts %d failed %v", len(rep.Parts), rep.Failed)
+	}
+}
+
+// TestReconcileDetailsFollowEachChild: the parent's current details (what
+// the UI and `reckon reconcile --wait` show) say which stream's recompute
+// finished as soon as it finishes, while another still waits, not only
+// when all are done.
+func TestReconcileDetailsFollowEachChild(t *testing.T) {
+	env := truthEnv(t, newFakeTruth())
+	var mu sync.Mutex // protects checks
+	checks := map[string]int{}
+	env.OnActivity("CheckHorizon", mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.HorizonInput) (activities.HorizonResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		checks[in.Stream]++
+		if in.Stream == "suhu" && checks[in.Stream] <= 10 { // suhu's horizon comes ten polls later
+			return activities.HorizonResult{Waiting: "suhu: watermark behind", Causes: []string{activities.HorizonWatermark}}, nil
+		}
+		return activities.HorizonResult{Ready: true}, nil
+	})
+	details := func() string {
+		v, err := env.QueryWorkflow("__temporal_workflow_metadata")
+		if err != nil {
+			t.Errorf("metadata query: %v", err)
+			return ""
+		}
+		var md sdkpb.WorkflowMetadata
+		if err := v.Get(&md); err != nil {
+			t.Errorf("metadata: %v", err)
+		}
+		return md.GetCurrentDetails()
+	}
+	var midway string
+	env.RegisterDelayedCallback(func() { midway = details() }, 5*time.Minute)
+	env.ExecuteWorkflow(workflows.ReconcileWorkflow, workflows.ReconcileParams{Date: "2026-11-07", HorizonPoll: time.Minute, HorizonWait: time.Hour})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "**reconcile 2026-11-07**: payments corrected; recomputing suhu"; midway != want {
+		t.Errorf("details while suhu waits: %q, want %q", midway, want)
+	}
+	if end := details(); !strings.HasPrefix(end, "**reconcile 2026-11-07** corrected") {
+		t.Errorf("details at the end: %q", end)
 	}
 }

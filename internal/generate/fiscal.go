@@ -18,19 +18,31 @@ func (g *Generator) fiscalGap() float64 { return 3 * float64(time.Second) / g.o.
 // FiscalEpoch is the instant FirstKeyAt counts fiscal keys from.
 var FiscalEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// FiscalShiftCycle is how many shifts per drive FirstKeyAt counts before it
+// starts again from the first: drives start at shift 1..2000, so a run
+// starting anywhere in the cycle makes shifts well below the gate's
+// data.shift maximum (100000, deploy/reckon.yaml) for days.
+const FiscalShiftCycle = 90000
+
 // FirstKeyAt returns the fiscal key whose slot contains t when keys follow
 // one another every 3/rate seconds (rate 0: the default 100) from
-// FiscalEpoch; 0 before it. Live runs that start with FirstKey =
-// FirstKeyAt(start, rate) make shifts no earlier run at that rate made.
-func FirstKeyAt(t time.Time, rate float64) int64 {
+// FiscalEpoch, counted modulo keys·FiscalShiftCycle (keys 0: the default
+// 20) so that shift numbers stay valid; 0 before the epoch. Live runs that
+// start with FirstKey = FirstKeyAt(start, rate, keys) make shifts no
+// earlier run at that rate made within a cycle (at rate 1 and 20 keys,
+// 62 days).
+func FirstKeyAt(t time.Time, rate float64, keys int) int64 {
 	if rate <= 0 {
 		rate = 100
+	}
+	if keys <= 0 {
+		keys = 20
 	}
 	d := t.Sub(FiscalEpoch)
 	if d <= 0 {
 		return 0
 	}
-	return int64(d.Seconds() * rate / 3)
+	return int64(d.Seconds()*rate/3) % (int64(keys) * FiscalShiftCycle)
 }
 
 // fiscalKey returns business key k's OFD figures: the primary document.

@@ -162,7 +162,7 @@ func TestFirstKey(t *testing.T) {
 	}
 	first := shifts(drain(t, o))
 	operator := mustNew(t, o)
-	o.FirstKey = FirstKeyAt(testStart, o.Rate)
+	o.FirstKey = FirstKeyAt(testStart, o.Rate, o.Keys)
 	if o.FirstKey < int64(len(first)) {
 		t.Fatalf("FirstKeyAt(%v) = %d is not past the first run's %d keys", testStart, o.FirstKey, len(first))
 	}
@@ -185,11 +185,25 @@ func TestFirstKey(t *testing.T) {
 	if checked < 500 {
 		t.Fatalf("only %d OFD parts checked", checked)
 	}
-	if k := FirstKeyAt(FiscalEpoch.Add(-time.Hour), 1); k != 0 {
+	if k := FirstKeyAt(FiscalEpoch.Add(-time.Hour), 1, 20); k != 0 {
 		t.Fatalf("FirstKeyAt before the epoch = %d", k)
 	}
-	if a, b := FirstKeyAt(testStart, 1), FirstKeyAt(testStart.Add(time.Minute), 1); b-a != 20 {
+	if a, b := FirstKeyAt(testStart, 1, 20), FirstKeyAt(testStart.Add(time.Minute), 1, 20); b-a != 20 {
 		t.Fatalf("a minute at rate 1 advances %d keys, want 20", b-a)
+	}
+	// Shift numbers stay within the gate's data.shift maximum (100000,
+	// deploy/reckon.yaml) whenever a live run starts: for days at the
+	// demo's rate 1, an hour at rate 100.
+	for _, c := range []struct {
+		rate float64
+		run  time.Duration
+	}{{1, 72 * time.Hour}, {100, time.Hour}} {
+		for at := FiscalEpoch; at.Before(FiscalEpoch.AddDate(5, 0, 0)); at = at.Add(97 * time.Hour) {
+			k := FirstKeyAt(at, c.rate, 20) + int64(c.run.Seconds()*c.rate/3)
+			if shift := 2000 + k/20; shift > 100000 {
+				t.Fatalf("a run starting %v at rate %g makes shift %d after %v", at, c.rate, shift, c.run)
+			}
+		}
 	}
 }
 

@@ -2,7 +2,9 @@
 // gauges with labels, served on /metrics. It exists so every reckon process
 // exposes the figures operators alert on (consumer lag, watermark lag, DLQ
 // growth, late rate, archive progress) without pulling a client library into
-// the hot path; values are atomics, safe for concurrent use.
+// the hot path; values are atomics, safe for concurrent use. Figures that
+// are cheaper to read than to track (a lake listing, a count of workflows)
+// are set by collectors the registry runs at each scrape (OnScrape).
 package metrics
 
 import (
@@ -12,6 +14,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,12 +25,45 @@ import (
 
 // Registry holds metric families.
 type Registry struct {
-	mu   sync.Mutex // protects fams
-	fams map[string]*Vec
+	mu         sync.Mutex // protects fams and collectors
+	fams       map[string]family
+	collectors []func(context.Context)
+
+	scrapeMu sync.Mutex // serializes collectors across concurrent scrapes
+}
+
+// family is a Vec or a HistVec.
+type family interface {
+	write(w *strings.Builder)
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{fams: map[string]*Vec{}} }
+func NewRegistry() *Registry { return &Registry{fams: map[string]family{}} }
+
+// OnScrape adds a collector the handler runs before each scrape is
+// written, with the request's context: it sets gauges from a source read
+// at that moment. Collectors run one scrape at a time, in the order added.
+func (r *Registry) OnScrape(fn func(ctx context.Context)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.collectors = append(r.collectors, fn)
+}
+
+// Collect runs the collectors (what the handler does before writing).
+func (r *Registry) Collect(ctx context.Context) {
+	r.scrapeMu.Lock()
+	defer r.scrapeMu.Unlock()
+	r.collect(ctx)
+}
+
+func (r *Registry) collect(ctx context.Context) {
+	r.mu.Lock()
+	cs := slices.Clone(r.collectors)
+	r.mu.Unlock()
+	for _, fn := range cs {
+		fn(ctx)
+	}
+}
 
 // Vec is a metric family: one value per label combination.
 type Vec struct {
@@ -73,8 +109,8 @@ func (r *Registry) Gauge(name, help string, labels ...string) *Vec {
 func (r *Registry) family(name, help, kind string, labels []string) *Vec {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if v, ok := r.fams[name]; ok {
-		return v
+	if f, ok := r.fams[name]; ok {
+		return f.(*Vec)
 	}
 	v := &Vec{name: name, help: help, kind: kind, labels: labels, values: map[string]*Value{}}
 	r.fams[name] = v
@@ -94,6 +130,23 @@ func (v *Vec) With(values ...string) *Value {
 	return x
 }
 
+// Each calls fn for every series, with its label values; fn must not
+// call v's other methods.
+func (v *Vec) Each(fn func(x *Value, labels []string)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, x := range v.values {
+		fn(x, x.labels)
+	}
+}
+
+// Reset drops every series.
+func (v *Vec) Reset() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	clear(v.values)
+}
+
 // Delete drops the series for the label values (e.g. a revoked partition).
 func (v *Vec) Delete(values ...string) {
 	v.mu.Lock()
@@ -102,6 +155,7 @@ func (v *Vec) Delete(values ...string) {
 }
 
 // WriteText writes every family in the Prometheus text exposition format.
+// It does not run the collectors (Collect does).
 func (r *Registry) WriteText(w *strings.Builder) {
 	r.mu.Lock()
 	names := make([]string, 0, len(r.fams))
@@ -112,45 +166,164 @@ func (r *Registry) WriteText(w *strings.Builder) {
 	sort.Strings(names)
 	for _, n := range names {
 		r.mu.Lock()
-		v := r.fams[n]
+		f := r.fams[n]
 		r.mu.Unlock()
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", v.name, v.help, v.name, v.kind)
-		v.mu.Lock()
-		keys := make([]string, 0, len(v.values))
-		for k := range v.values {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			x := v.values[k]
-			w.WriteString(v.name)
-			if len(v.labels) > 0 {
-				w.WriteByte('{')
-				for i, l := range v.labels {
-					if i > 0 {
-						w.WriteByte(',')
-					}
-					val := ""
-					if i < len(x.labels) {
-						val = x.labels[i]
-					}
-					fmt.Fprintf(w, "%s=%s", l, strconv.Quote(val))
-				}
-				w.WriteByte('}')
-			}
-			w.WriteByte(' ')
-			w.WriteString(strconv.FormatFloat(x.Get(), 'g', -1, 64))
-			w.WriteByte('\n')
-		}
-		v.mu.Unlock()
+		f.write(w)
 	}
 }
 
-// Handler serves the registry on any path.
+func (v *Vec) write(w *strings.Builder) {
+	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", v.name, v.help, v.name, v.kind)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	keys := make([]string, 0, len(v.values))
+	for k := range v.values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		x := v.values[k]
+		w.WriteString(v.name)
+		writeLabels(w, v.labels, x.labels, "", "")
+		w.WriteByte(' ')
+		w.WriteString(strconv.FormatFloat(x.Get(), 'g', -1, 64))
+		w.WriteByte('\n')
+	}
+}
+
+// writeLabels writes {name="value",...}, with extra (le) last when set.
+func writeLabels(w *strings.Builder, names, values []string, extra, extraValue string) {
+	if len(names) == 0 && extra == "" {
+		return
+	}
+	w.WriteByte('{')
+	for i, l := range names {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		val := ""
+		if i < len(values) {
+			val = values[i]
+		}
+		fmt.Fprintf(w, "%s=%s", l, strconv.Quote(val))
+	}
+	if extra != "" {
+		if len(names) > 0 {
+			w.WriteByte(',')
+		}
+		fmt.Fprintf(w, "%s=%s", extra, strconv.Quote(extraValue))
+	}
+	w.WriteByte('}')
+}
+
+// HistVec is a histogram family: one histogram per label combination,
+// with the same upper bucket bounds.
+type HistVec struct {
+	name, help string
+	labels     []string
+	bounds     []float64 // ascending; +Inf is implicit
+
+	mu     sync.Mutex // protects values
+	values map[string]*Hist
+}
+
+// Hist is one histogram. Its methods are safe for concurrent use.
+type Hist struct {
+	labels []string
+	bounds []float64
+
+	mu     sync.Mutex // protects the following fields
+	counts []uint64   // per bound, not cumulative; the last is +Inf
+	sum    float64
+	count  uint64
+}
+
+// Histogram registers (or returns the existing) histogram family with the
+// given ascending upper bucket bounds (+Inf is added).
+func (r *Registry) Histogram(name, help string, bounds []float64, labels ...string) *HistVec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.fams[name]; ok {
+		return f.(*HistVec)
+	}
+	h := &HistVec{name: name, help: help, labels: labels, bounds: slices.Clone(bounds), values: map[string]*Hist{}}
+	r.fams[name] = h
+	return h
+}
+
+// With returns the histogram for the label values (in the family's order).
+func (v *HistVec) With(values ...string) *Hist {
+	k := strings.Join(values, "\x00")
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if x, ok := v.values[k]; ok {
+		return x
+	}
+	x := &Hist{labels: slices.Clone(values), bounds: v.bounds, counts: make([]uint64, len(v.bounds)+1)}
+	v.values[k] = x
+	return x
+}
+
+// Observe adds one observation.
+func (h *Hist) Observe(x float64) {
+	i, _ := slices.BinarySearch(h.bounds, x) // first bound >= x: le is inclusive
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts[i]++
+	h.sum += x
+	h.count++
+}
+
+// Count returns how many observations were made.
+func (h *Hist) Count() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.count
+}
+
+func (v *HistVec) write(w *strings.Builder) {
+	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", v.name, v.help, v.name)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	keys := make([]string, 0, len(v.values))
+	for k := range v.values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		x := v.values[k]
+		x.mu.Lock()
+		var cum uint64
+		for i, n := range x.counts {
+			cum += n
+			le := "+Inf"
+			if i < len(x.bounds) {
+				le = strconv.FormatFloat(x.bounds[i], 'g', -1, 64)
+			}
+			w.WriteString(v.name + "_bucket")
+			writeLabels(w, v.labels, x.labels, "le", le)
+			fmt.Fprintf(w, " %d\n", cum)
+		}
+		w.WriteString(v.name + "_sum")
+		writeLabels(w, v.labels, x.labels, "", "")
+		w.WriteString(" " + strconv.FormatFloat(x.sum, 'g', -1, 64) + "\n")
+		w.WriteString(v.name + "_count")
+		writeLabels(w, v.labels, x.labels, "", "")
+		fmt.Fprintf(w, " %d\n", x.count)
+		x.mu.Unlock()
+	}
+}
+
+// Handler serves the registry on any path, running the collectors first.
 func (r *Registry) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// One scrape at a time from collecting to writing: a collector
+		// may reset a family to set it anew.
+		r.scrapeMu.Lock()
+		r.collect(req.Context())
 		var b strings.Builder
 		r.WriteText(&b)
+		r.scrapeMu.Unlock()
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		_, _ = w.Write([]byte(b.String()))
 	})
