@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -241,11 +240,12 @@ func (b *Bridge) linger(ctx context.Context, recs []*kgo.Record) []*kgo.Record {
 }
 
 // handle checks, dead-letters and signals one batch. The parts of one key
-// go in signals of up to MaxBatchParts parts each, in the batch's order;
-// a key's signals follow one another in its lane.
+// go in signals of up to MaxBatchParts parts each, in the batch's order,
+// one after another; Concurrency goroutines take the keys in turn, so a
+// slow key holds up only itself.
 func (b *Bridge) handle(ctx context.Context, recs []*kgo.Record) error {
-	lanes := make([][][]job, b.o.Concurrency) // per lane: the signals, each a key's parts
-	open := map[zreport.Key]int{}             // a key's signal still taking parts: its index in the lane
+	var keys [][][]job          // per key: its signals, each up to MaxBatchParts parts
+	at := map[zreport.Key]int{} // a key's index in keys
 	var dead []*kgo.Record
 	now := b.o.Now()
 	for _, r := range recs {
@@ -262,36 +262,42 @@ func (b *Bridge) handle(ctx context.Context, recs []*kgo.Record) error {
 		}
 		p.ArrivedAt = r.Timestamp.UTC()
 		p.Origin = r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10)
-		h := fnv.New32a()
-		h.Write([]byte(p.Key.String()))
-		lane := int(h.Sum32() % uint32(len(lanes)))
-		if i, ok := open[p.Key]; ok && len(lanes[lane][i]) < b.o.MaxBatchParts {
-			lanes[lane][i] = append(lanes[lane][i], job{r, p})
-			continue
+		i, ok := at[p.Key]
+		if !ok {
+			i = len(keys)
+			at[p.Key] = i
+			keys = append(keys, nil)
 		}
-		open[p.Key] = len(lanes[lane])
-		lanes[lane] = append(lanes[lane], []job{{r, p}})
+		if n := len(keys[i]); n > 0 && len(keys[i][n-1]) < b.o.MaxBatchParts {
+			keys[i][n-1] = append(keys[i][n-1], job{r, p})
+		} else {
+			keys[i] = append(keys[i], []job{{r, p}})
+		}
 	}
 	var wg sync.WaitGroup
+	var next atomic.Int64
 	var mu sync.Mutex // protects dead and firstErr below
 	var firstErr error
-	for _, lane := range lanes {
-		if len(lane) == 0 {
-			continue
-		}
+	for range min(b.o.Concurrency, len(keys)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, js := range lane {
-				dls, err := b.signal(ctx, js)
-				mu.Lock()
-				dead = append(dead, dls...)
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-				if err != nil {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(keys) {
 					return
+				}
+				for _, js := range keys[i] {
+					dls, err := b.signal(ctx, js)
+					mu.Lock()
+					dead = append(dead, dls...)
+					if err != nil && firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					if err != nil {
+						return
+					}
 				}
 			}
 		}()

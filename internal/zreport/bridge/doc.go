@@ -14,9 +14,11 @@
 // rejecting as invalid is sent again part by part, so only the parts it
 // rejects alone are dead-lettered.
 //
-// Parts of one business key are signalled in partition order (one lane per
-// key hash), because order matters for corrected resends; different keys
-// are signalled concurrently (Options.Concurrency).
+// Parts of one business key are signalled in partition order (a key's
+// signals one after another), because order matters for corrected
+// resends; different keys are signalled concurrently (Options.Concurrency
+// goroutines taking the batch's keys in turn, so a slow key holds up only
+// itself).
 //
 // It is not the place for Z-report decisions (package zreport) or their
 // side effects (package activities).
