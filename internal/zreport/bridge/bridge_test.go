@@ -459,3 +459,58 @@ func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
 		t.Errorf("parts per call after the restart %v, want [3 3]", accepting.calls)
 	}
 }
+
+// TestLingerCoalescesPartsArrivingApart: a key's second part arriving
+// 300 ms after its first, while the bridge lingers after the short poll
+// that found the first, goes in the same call.
+func TestLingerCoalescesPartsArrivingApart(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "parts", "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pc, err := kgo.NewClient(base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	tc := &fakeTemporal{parts: map[string][]string{}}
+	b, err := New(base, tc, Options{Topic: "parts", Group: "g", DLQTopic: "dlq", TaskQueue: "q", Gate: gateOptions(), Linger: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(rctx) }()
+	part := func(i int, typ string) *kgo.Record {
+		return &kgo.Record{Topic: "parts", Key: []byte("9960440300000001/3"), Value: fmt.Appendf(nil,
+			`{"event_id":%q,"event_type":%q,"occurred_at":"2026-01-01T23:00:00Z","data":{"fiscal_drive":"9960440300000001","shift":3,"receipts":1,"total":1.5,"shift_closed_at":"2026-01-01T23:00:00Z"}}`,
+			uuidN(i), typ)}
+	}
+	if err := pc.ProduceSync(ctx, part(1, zreport.TypeOFD)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the scenario: the next part comes later, not a wait for the bridge
+	if err := pc.ProduceSync(ctx, part(2, zreport.TypeDWH)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for b.Stats().Signalled < 2 {
+		if ctx.Err() != nil {
+			t.Fatalf("parts never signalled; stats %+v", b.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if !slices.Equal(tc.calls, []int{2}) {
+		t.Errorf("parts per call %v, want both parts in one call", tc.calls)
+	}
+}
