@@ -420,6 +420,12 @@ func BenchmarkZReportThroughput(b *testing.B) {
 	if b.N == 1 {
 		return // the framework's probe run; -benchtime Nx does the work
 	}
+	// Every entity stays open until its retention (2h), so the spread case
+	// has 2·b.N open entities: the worker's sticky cache is sized to them
+	// (docs/adr/0005-zreport-entity-workflows.md), or a part for an evicted
+	// entity costs a history fetch and a replay. Process-wide; it takes
+	// effect only before the first worker of the process starts.
+	worker.SetStickyWorkflowCacheSize(max(10_000, 2*b.N+1_000))
 	tc, hostport := testenv.Temporal(b)
 	_, brokers := testenv.Kafka(b, 3, "", "zreport-parts", "zreport-complete", "zreport-incomplete", "reckon-dlq")
 	cfg, err := config.Load("", nil, []string{
