@@ -225,7 +225,7 @@ var Suite = []Section{
 				Goal: &Goal{Text: "parts spread out at ≥ 90% of the bare rate", Kind: RatioAtLeast, Value: 0.9}},
 			{Case: "parts per server call, spread out", Reckon: fig(pkgWorkers, zrep, "spread-parts/call"), Ref: Reference{Text: "1 (one signal-with-start per part)", Value: 1}},
 			{Case: "**keys, all finalized**", Reckon: fig(pkgWorkers, zrep, MetricN),
-				Goal: &Goal{Text: "10,000 keys", Kind: Scale, Value: 10_000, Unit: "keys", Hint: "`make bench ZREPORT_KEYS=10000` checks it (that step alone takes about 15 minutes on a quiet machine, over the suite's budget)"}},
+				Goal: &Goal{Text: "10,000 keys", Kind: Scale, Value: 10_000, Unit: "keys", Hint: "`make bench ZREPORT_KEYS=10000` checks it (that step alone takes about 7 minutes on a quiet machine, over the suite's budget)"}},
 			{Case: "keys finalized/s, backlog", Reckon: fig(pkgWorkers, zrep, "finalized-keys/s")},
 			{Case: "time until all final, backlog", Reckon: fig(pkgWorkers, zrep, "s-to-all-final")},
 			{Case: "Go heap after (bridge + worker + kfake)", Reckon: fig(pkgWorkers, zrep, "heap-MiB")},
