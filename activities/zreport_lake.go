@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -181,7 +183,31 @@ func readZReportFile(ctx context.Context, lk *lake.Lake, key string) (_ *zreport
 
 // readLatestZReport finds k's highest version in the date partitions of
 // closed ± 1 day.
+//
+// A key's versions start at v1, written before any other, so a key with no
+// v1 in the three partitions has none: that is checked first, by name, and
+// only a key found there lists the partitions. Every new entity asks, and a
+// partition holds a file per key of its day: listing it for each cost time
+// growing with the day's keys (45% of the bridge and worker's CPU at 2,000
+// keys in BenchmarkZReportThroughput; docs/adr/0021-zreport-coalescing.md).
 func readLatestZReport(ctx context.Context, lk *lake.Lake, k zreport.Key, closed time.Time) (*zreport.Aggregate, error) {
+	v1, err := zreportFileName(k, 1)
+	if err != nil {
+		return nil, err
+	}
+	found := false
+	for d := -1; d <= 1 && !found; d++ {
+		_, err := lk.ReadFile(ctx, zreportDateDir(closed.AddDate(0, 0, d))+"/"+v1)
+		switch {
+		case err == nil:
+			found = true
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, err
+		}
+	}
+	if !found {
+		return nil, nil
+	}
 	prefix := k.FiscalDrive + "-" + strconv.FormatInt(k.Shift, 10) + "-v"
 	best, bestKey := int64(0), ""
 	for d := -1; d <= 1; d++ {

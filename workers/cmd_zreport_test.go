@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -392,22 +393,39 @@ func TestOFDSimulatorConfig(t *testing.T) {
 	}
 }
 
-// BenchmarkZReportThroughput pushes b.N business keys (three parts each,
-// all present, so every key finalizes on its third part; every 20th key's
-// RMS counts one receipt more, so exactly that 5% must end mismatched)
-// through the
-// bridge and the entity workflows on a real dev server, and reports
-// signals accepted per second, keys finalized per second and the Go heap
-// of this process (bridge + worker + kfake) after a GC. For reference, the
-// same invocation first measures the dev server's bare signal-with-start
-// rate: 3·b.N signals to a workflow that only receives them, from as many
-// goroutines as the bridge has lanes. Run it as
+// BenchmarkZReportThroughput pushes business keys (three parts each, all
+// present, so every key finalizes on its third part; every 20th key's RMS
+// counts one receipt more, so exactly that 5% must end mismatched) through
+// the bridge and the entity workflows on a real dev server, in two cases
+// (docs/adr/0021-zreport-coalescing.md):
+//
+//   - backlog: b.N keys' parts, each key's three together in its
+//     partition, already in the topic when the bridge starts (a catch-up):
+//     parts accepted per second (parts/s), parts per signal-with-start call
+//     (parts/call), keys finalized per second, time until all are final;
+//   - spread: b.N more keys whose parts arrive in three rounds, one part of
+//     every key per round, each round produced after the bridge committed
+//     the one before, so no poll or linger ever holds two parts of a key:
+//     parts accepted per second (spread-parts/s, production included) and
+//     parts per call (spread-parts/call, 1 by construction).
+//
+// For reference, the same invocation first measures the dev server's bare
+// signal-with-start rate: 3·b.N signals to a workflow that only receives
+// them, from as many goroutines as the bridge has lanes. It also reports
+// the Go heap of this process (bridge + worker + kfake) after a GC. Run it
+// as
 //
 //	go test ./workers -run '^$' -bench ZReportThroughput -benchtime 10000x -timeout 60m
 func BenchmarkZReportThroughput(b *testing.B) {
 	if b.N == 1 {
 		return // the framework's probe run; -benchtime Nx does the work
 	}
+	// Every entity stays open until its retention (2h), so the spread case
+	// has 2·b.N open entities: the worker's sticky cache is sized to them
+	// (docs/adr/0005-zreport-entity-workflows.md), or a part for an evicted
+	// entity costs a history fetch and a replay. Process-wide; it takes
+	// effect only before the first worker of the process starts.
+	worker.SetStickyWorkflowCacheSize(max(10_000, 2*b.N+1_000))
 	tc, hostport := testenv.Temporal(b)
 	_, brokers := testenv.Kafka(b, 3, "", "zreport-parts", "zreport-complete", "zreport-incomplete", "reckon-dlq")
 	cfg, err := config.Load("", nil, []string{
@@ -429,24 +447,35 @@ func BenchmarkZReportThroughput(b *testing.B) {
 	}
 	defer cl.Close()
 	closed := time.Now().UTC().Truncate(time.Second)
-	var recs []*kgo.Record
-	for i := 0; i < keys; i++ {
-		drive := fmt.Sprintf("99604403%08d", i/1000)
+	// part returns part j of key i; keys of the spread case have their own
+	// fiscal drives.
+	part := func(i, j int, spread bool) *kgo.Record {
+		prefix, n := "99604403", i
+		if spread {
+			prefix, n = "99604404", i+keys
+		}
+		drive := fmt.Sprintf("%s%08d", prefix, i/1000)
 		shift := 1 + i%1000
-		for j, typ := range []string{zreport.TypeRMS, zreport.TypeDWH, zreport.TypeOFD} {
-			receipts := 100 + i%50
-			if i%20 == 0 && typ == zreport.TypeRMS {
-				receipts++ // every 20th key: RMS counted one receipt more
-			}
-			recs = append(recs, &kgo.Record{Topic: "zreport-parts", Key: fmt.Appendf(nil, "%s/%d", drive, shift),
-				Value: zpartJSON(zid(3*i+j), typ, drive, shift, receipts, 1234.5, closed)})
+		typ := []string{zreport.TypeRMS, zreport.TypeDWH, zreport.TypeOFD}[j]
+		receipts := 100 + i%50
+		if i%20 == 0 && typ == zreport.TypeRMS {
+			receipts++ // every 20th key: RMS counted one receipt more
+		}
+		return &kgo.Record{Topic: "zreport-parts", Key: fmt.Appendf(nil, "%s/%d", drive, shift),
+			Value: zpartJSON(zid(3*n+j), typ, drive, shift, receipts, 1234.5, closed)}
+	}
+	var backlog []*kgo.Record
+	for i := 0; i < keys; i++ {
+		for j := 0; j < 3; j++ {
+			backlog = append(backlog, part(i, j, false))
 		}
 	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	if err := cl.ProduceSync(ctx, backlog...).FirstErr(); err != nil {
 		b.Fatal(err)
 	}
 	w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{})
-	run, closeFn, err := zreportBatch(cfg, tc, w)
+	calls := &countingClient{Client: tc}
+	run, closeFn, err := zreportBatch(cfg, calls, w)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -455,40 +484,66 @@ func BenchmarkZReportThroughput(b *testing.B) {
 	}
 	defer w.Stop()
 	defer closeFn()
+	adm := kadm.NewClient(cl)
+	// committedAt waits until the bridge committed n offsets in all.
+	committedAt := func(n int64) {
+		for {
+			if offs, err := adm.FetchOffsets(ctx, cfg.ZReport.BridgeGroup); err == nil {
+				var at int64
+				offs.Each(func(o kadm.OffsetResponse) { at += max(o.At, 0) })
+				if at >= n {
+					return
+				}
+			}
+			if ctx.Err() != nil {
+				b.Fatalf("timed out waiting for %d committed offsets", n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	finals := map[string]zreport.Status{}
+	// finalized waits until n keys have a final version.
+	finalized := func(n int) {
+		for len(finals) < n {
+			fs := cl.PollRecords(ctx, 10000)
+			if ctx.Err() != nil {
+				b.Fatalf("timed out with %d of %d finalized", len(finals), n)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				var a zreport.Aggregate
+				if err := json.Unmarshal(r.Value, &a); err != nil {
+					b.Fatal(err)
+				}
+				finals[string(r.Key)] = a.Status
+			})
+		}
+	}
+
 	b.ResetTimer()
 	start := time.Now()
 	bctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go run(bctx)
-	adm := kadm.NewClient(cl)
-	var accepted time.Duration
-	finals := map[string]zreport.Status{}
-	for len(finals) < keys {
-		fs := cl.PollRecords(ctx, 10000)
-		if ctx.Err() != nil {
-			b.Fatalf("timed out with %d of %d finalized", len(finals), keys)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			var a zreport.Aggregate
-			if err := json.Unmarshal(r.Value, &a); err != nil {
-				b.Fatal(err)
-			}
-			finals[string(r.Key)] = a.Status
-		})
-		if accepted == 0 {
-			if offs, err := adm.FetchOffsets(ctx, cfg.ZReport.BridgeGroup); err == nil {
-				var n int64
-				offs.Each(func(o kadm.OffsetResponse) { n += o.At })
-				if n == int64(len(recs)) {
-					accepted = time.Since(start)
-				}
-			}
-		}
-	}
+	committedAt(int64(len(backlog)))
+	accepted := time.Since(start)
+	backlogCalls := calls.n.Load()
+	finalized(keys)
 	all := time.Since(start)
-	if accepted == 0 {
-		accepted = all
+
+	spreadStart := time.Now()
+	for j := 0; j < 3; j++ {
+		round := make([]*kgo.Record, keys)
+		for i := range round {
+			round[i] = part(i, j, true)
+		}
+		if err := cl.ProduceSync(ctx, round...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		committedAt(int64(len(backlog) + (j+1)*keys))
 	}
+	spread := time.Since(spreadStart)
+	spreadCalls := calls.n.Load() - backlogCalls
+	finalized(2 * keys)
 	b.StopTimer()
 	var mismatched int
 	for _, st := range finals {
@@ -498,18 +553,33 @@ func BenchmarkZReportThroughput(b *testing.B) {
 			b.Errorf("status %s", st)
 		}
 	}
-	if want := (keys + 19) / 20; mismatched != want {
+	if want := 2 * ((keys + 19) / 20); mismatched != want {
 		b.Errorf("%d mismatched, want %d", mismatched, want)
 	}
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(baseline, "bare-signals/s")
-	b.ReportMetric(float64(len(recs))/accepted.Seconds(), "signals/s")
+	b.ReportMetric(float64(len(backlog))/accepted.Seconds(), "parts/s")
+	b.ReportMetric(float64(len(backlog))/float64(backlogCalls), "parts/call")
+	b.ReportMetric(float64(3*keys)/spread.Seconds(), "spread-parts/s")
+	b.ReportMetric(float64(3*keys)/float64(spreadCalls), "spread-parts/call")
 	b.ReportMetric(float64(keys)/all.Seconds(), "finalized-keys/s")
 	b.ReportMetric(all.Seconds(), "s-to-all-final")
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 	b.ReportMetric(0, "ns/op")
+}
+
+// countingClient counts signal-with-start calls (each one the server
+// answered, accepted or not).
+type countingClient struct {
+	client.Client
+	n atomic.Int64
+}
+
+func (c *countingClient) SignalWithStartWorkflow(ctx context.Context, id, sig string, arg any, opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
+	c.n.Add(1)
+	return c.Client.SignalWithStartWorkflow(ctx, id, sig, arg, opts, wf, args...)
 }
 
 // receiveThree is the reference workflow: it receives three signals.

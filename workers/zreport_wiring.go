@@ -110,6 +110,7 @@ func bridgeOptions(cfg *config.Config, log *slog.Logger) bridge.Options {
 			HistoryLimit: z.HistoryLimit,
 		},
 		Concurrency: z.BridgeConcurrency,
+		Linger:      z.BridgeLinger,
 		MaxAttempts: cfg.Stream.MaxAttempts,
 		Log:         log,
 	}
@@ -124,7 +125,7 @@ func validateZReport(cfg *config.Config) error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ofd_request_after", z.OFDRequestAfter}, {"retention", z.Retention}, {"ofd_retry", z.OFDRetry}, {"ofd_timeout", z.OFDTimeout}, {"ofd_backoff", z.OFDBackoff}, {"linger", z.Linger}, {"ofd_sim_delay", z.OFDSimDelay}} {
+	}{{"ofd_request_after", z.OFDRequestAfter}, {"retention", z.Retention}, {"ofd_retry", z.OFDRetry}, {"ofd_timeout", z.OFDTimeout}, {"ofd_backoff", z.OFDBackoff}, {"linger", z.Linger}, {"bridge_linger", z.BridgeLinger}, {"ofd_sim_delay", z.OFDSimDelay}} {
 		if d.v < 0 {
 			bad("%s: must not be negative", d.name)
 		}
@@ -143,6 +144,9 @@ func validateZReport(cfg *config.Config) error {
 	}
 	if z.BridgeConcurrency < 1 {
 		bad("bridge_concurrency: must be at least 1")
+	}
+	if z.BridgeLinger > bridge.MaxLinger {
+		bad("bridge_linger: %v is over %v", z.BridgeLinger, bridge.MaxLinger)
 	}
 	for _, f := range []struct {
 		name string

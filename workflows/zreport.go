@@ -18,8 +18,15 @@ import (
 const (
 	// ZReportWorkflow is the registered workflow type.
 	ZReportWorkflow = "ZReport"
-	// ZReportSignalPart carries one zreport.Part.
+	// ZReportSignalPart carries one zreport.Part (the bridge's signal
+	// before parts were coalesced; still handled for running entities and
+	// hand-sent parts).
 	ZReportSignalPart = "zreport.part"
+	// ZReportSignalParts carries a []zreport.Part: the parts of one key
+	// the bridge found together, in partition order, applied one by one
+	// as if each had come as ZReportSignalPart
+	// (docs/adr/0021-zreport-coalescing.md).
+	ZReportSignalParts = "zreport.parts"
 	// ZReportQueryState returns a zreport.View.
 	ZReportQueryState = "state"
 )
@@ -71,8 +78,8 @@ func (in ZReportInput) withDefaults() ZReportInput {
 }
 
 // ZReport is the entity workflow of one business key, ID
-// zreport/<fiscal_drive>/<shift>: it collects parts (signal
-// ZReportSignalPart) in any order, lets the pure zreport.State decide, and
+// zreport/<fiscal_drive>/<shift>: it collects parts (signals
+// ZReportSignalParts and ZReportSignalPart) in any order, lets the pure zreport.State decide, and
 // carries out its decisions — publishing changelogs and final versions
 // (local activity PublishZReport), asking the operator for a missing OFD
 // document at the deadline (activity RequestOFD) — until the entity is
@@ -127,6 +134,8 @@ func ZReport(ctx workflow.Context, in ZReportInput) (*zreport.State, error) {
 
 	e := &entity{ctx: ctx, st: st, in: in}
 	sig := workflow.GetSignalChannel(ctx, ZReportSignalPart)
+	batch := workflow.GetSignalChannel(ctx, ZReportSignalParts)
+	pendingSignals := func() int { return sig.Len() + batch.Len() }
 	var (
 		ofd         workflow.Future // the operator request in flight
 		timer       workflow.Future // the pending deadline's timer
@@ -135,12 +144,22 @@ func ZReport(ctx workflow.Context, in ZReportInput) (*zreport.State, error) {
 		wantCAN     bool
 	)
 	for {
+		// Single parts first: a bridge that coalesces sends only batches,
+		// so single parts received in the same task come from a bridge of
+		// the version before (docs/adr/0021-zreport-coalescing.md).
 		for {
 			var p zreport.Part
 			if !sig.ReceiveAsync(&p) {
 				break
 			}
 			e.part(p)
+		}
+		for {
+			var ps []zreport.Part
+			if !batch.ReceiveAsync(&ps) {
+				break
+			}
+			e.parts(ps)
 		}
 		now := workflow.Now(ctx)
 		requestOFD := false
@@ -170,12 +189,12 @@ func ZReport(ctx workflow.Context, in ZReportInput) (*zreport.State, error) {
 
 		if ofd == nil {
 			info := workflow.GetInfo(ctx)
-			if t, ok := e.st.NextTimer(); ok && t.Kind == zreport.TimerClose && !t.At.After(now) && sig.Len() == 0 {
+			if t, ok := e.st.NextTimer(); ok && t.Kind == zreport.TimerClose && !t.At.After(now) && pendingSignals() == 0 {
 				log.Info("entity closing", "status", e.st.Status(), "version", e.st.Version)
 				return e.st, nil
 			}
 			if wantCAN || info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= in.HistoryLimit {
-				if sig.Len() == 0 {
+				if pendingSignals() == 0 {
 					next := in
 					next.State = e.st
 					return nil, workflow.NewContinueAsNewError(ctx, ZReportWorkflow, next)
@@ -192,6 +211,11 @@ func ZReport(ctx workflow.Context, in ZReportInput) (*zreport.State, error) {
 			var p zreport.Part
 			c.Receive(ctx, &p)
 			e.part(p)
+		})
+		sel.AddReceive(batch, func(c workflow.ReceiveChannel, _ bool) {
+			var ps []zreport.Part
+			c.Receive(ctx, &ps)
+			e.parts(ps)
 		})
 		// A request in flight, or a close deadline already passed, means
 		// only the operator's answer or signals are awaited: no timer, or
@@ -258,6 +282,15 @@ func (e *entity) part(p zreport.Part) {
 		return
 	}
 	e.outcome(out)
+}
+
+// parts applies a batch in order, each part as if it had come alone: a
+// duplicate inside the batch counts as a duplicate, and every applied part
+// yields its own changelog entry or version.
+func (e *entity) parts(ps []zreport.Part) {
+	for _, p := range ps {
+		e.part(p)
+	}
 }
 
 func (e *entity) outcome(out zreport.Outcome) {

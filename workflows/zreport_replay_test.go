@@ -27,9 +27,12 @@ import (
 	"reckon/workflows"
 )
 
-var recordZReport = flag.Bool("record-zreport", false, "record workflows/testdata/zreport_history.json from a run on the dev server")
+var recordZReport = flag.Bool("record-zreport", false, "record workflows/testdata/zreport_history.json and zreport_batch_history.json from runs on the dev server")
 
-const zreportHistory = "testdata/zreport_history.json"
+const (
+	zreportHistory      = "testdata/zreport_history.json"
+	zreportBatchHistory = "testdata/zreport_batch_history.json"
+)
 
 // TestZReportReplay replays recorded Z-report histories with today's
 // workflow code: a change that would break running entities (a reordered
@@ -63,14 +66,24 @@ func (discard) ProduceSync(_ context.Context, rs ...*kgo.Record) kgo.ProduceResu
 	return out
 }
 
-// TestZReportRecordHistory records the history the replay test checks: one
-// entity on a real dev server with deadlines in seconds — DWH, a redelivery,
-// RMS; the operator answers 404 on "day six", has the document a retry
-// later (final v1); a corrected DWH after final (v2); then it closes.
+// TestZReportRecordHistory records the histories the replay test checks:
+// one entity on a real dev server with deadlines in seconds — DWH, a
+// redelivery, RMS; the operator answers 404 on "day six", has the document
+// a retry later (final v1); a corrected DWH after final (v2); then it
+// closes. Subtest "single" sends each part alone (signal zreport.part, as
+// bridges did before coalescing; testdata/zreport_history.json), "batch"
+// sends the first three in one zreport.parts signal and the correction
+// alone (testdata/zreport_batch_history.json: both signal names). Record one with
+// -run TestZReportRecordHistory/batch.
 func TestZReportRecordHistory(t *testing.T) {
 	if !*recordZReport {
-		t.Skip("run with -record-zreport to re-record " + zreportHistory)
+		t.Skip("run with -record-zreport to re-record " + zreportHistory + " and " + zreportBatchHistory)
 	}
+	t.Run("single", func(t *testing.T) { recordZReportHistory(t, zreportHistory, false) })
+	t.Run("batch", func(t *testing.T) { recordZReportHistory(t, zreportBatchHistory, true) })
+}
+
+func recordZReportHistory(t *testing.T, file string, batch bool) {
 	c, _ := testenv.Temporal(t)
 	docs := ofdsim.NewStore()
 	sim, err := ofdsim.New(ofdsim.Options{Documents: docs})
@@ -117,9 +130,18 @@ func TestZReportRecordHistory(t *testing.T) {
 		}
 		return run
 	}
-	run := signal(part(zreport.DWH, "d1", 120, 78000.5))
-	signal(part(zreport.DWH, "d1", 120, 78000.5))
-	signal(part(zreport.RMS, "r1", 120, 78000.5))
+	first := []zreport.Part{part(zreport.DWH, "d1", 120, 78000.5), part(zreport.DWH, "d1", 120, 78000.5), part(zreport.RMS, "r1", 120, 78000.5)}
+	var run client.WorkflowRun
+	if batch {
+		var err error
+		if run, err = c.SignalWithStartWorkflow(ctx, opts.ID, workflows.ZReportSignalParts, first, opts, workflows.ZReportWorkflow, in); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		for _, p := range first {
+			run = signal(p)
+		}
+	}
 	waitFor(t, 30*time.Second, "the entity to ask the operator", func() (bool, string) {
 		return sim.Stats().NotFound >= 1, "the operator was never asked"
 	})
@@ -156,8 +178,8 @@ func TestZReportRecordHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(zreportHistory, append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(file, append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("recorded %d events into %s", len(hist.Events), zreportHistory)
+	t.Logf("recorded %d events into %s", len(hist.Events), file)
 }

@@ -255,6 +255,11 @@ type ZReport struct {
 	// BridgeConcurrency is how many signals the bridge has in flight (parts
 	// of one business key stay in order). Default 16.
 	BridgeConcurrency int `yaml:"bridge_concurrency"`
+	// BridgeLinger: after a poll of the parts topic came back short, the
+	// bridge keeps polling this long so that parts of one business key
+	// arriving close together go to its entity in one signal (at most 5s;
+	// docs/adr/0021-zreport-coalescing.md). Default 250ms.
+	BridgeLinger time.Duration `yaml:"bridge_linger"`
 	// OFDSimAddr overrides the listen address of `reckon zreport ofd-sim`;
 	// empty means the host:port of OFDURL.
 	OFDSimAddr string `yaml:"ofd_sim_addr"`
@@ -417,6 +422,7 @@ func (c *Config) fillDefaults() {
 	defInt(&c.ZReport.HistoryLimit, 5000)
 	def(&c.ZReport.BridgeGroup, "reckon-zreport")
 	defInt(&c.ZReport.BridgeConcurrency, 16)
+	defDur(&c.ZReport.BridgeLinger, 250*time.Millisecond)
 	if c.ZReport.OFDSimGeneratorSeed == 0 {
 		c.ZReport.OFDSimGeneratorSeed = 1
 	}

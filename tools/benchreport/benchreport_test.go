@@ -116,7 +116,7 @@ func TestRenderDidNotRun(t *testing.T) {
 		"| **reckon (with dedup) vs DuckDB without dedup** | did not run: package reckon/lake/interop is not in the output; its command printed: go: updates to go.mod nee… |",
 		"| **write rows, zstd level 1 (the default)** | 1.29 M rows/CPU-s |",
 		"| write rows, zstd level 2 | failed: bench_test.go:27: lake: write: disk full |",
-		"| **signals/s accepted by the pipeline** | failed: panic: test timed out after 1m0s |",
+		"| **parts/s accepted, backlog** | failed: panic: test timed out after 1m0s |",
 		"| p50 | skipped: truth_bench_test.go:10: no temporal CLI at /x/bin/temporal: run 'make temporal' or 'make test' |",
 		"| Stream end to end through kfake, exactly-once effect on: ≥ 150,000 events/s | did not run: FAIL reckon/streaming [build failed]",
 		"| Archive write, one core: ≥ 1,000,000 rows/s/core | 1.29 M rows/CPU-s | parquet-go defaults 1.4 M rows/s (docs/benchmarks-notes.md) | **met** |",

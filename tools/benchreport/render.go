@@ -260,6 +260,16 @@ func (r *renderer) verdict(row Row) string {
 		}
 		t := 1 / speed
 		return met(t <= g.Value, fmt.Sprintf("time ratio %s×", fmtRatio(t)))
+	case RatioAtLeast:
+		if row.Ref.Figure == nil {
+			return "no reference"
+		}
+		fv, ferr := r.values(*row.Ref.Figure)
+		if ferr != "" || len(fv) == 0 || median(fv) == 0 {
+			return "did not run (reference)"
+		}
+		x := m / median(fv)
+		return met(x >= g.Value, fmt.Sprintf("%s× the reference", fmtRatio(x)))
 	case Scale:
 		if m >= g.Value {
 			return met(true, "")
@@ -483,6 +493,10 @@ func unitOf(u string) unitInfo {
 		return unitInfo{"rows/CPU-s", kindRate}
 	case "bare-signals/s":
 		return unitInfo{"signals/s", kindRate}
+	case "spread-parts/s":
+		return unitInfo{"parts/s", kindRate}
+	case "spread-parts/call":
+		return unitInfo{"parts/call", kindOther}
 	case "finalized-keys/s":
 		return unitInfo{"keys/s", kindRate}
 	case "ns/op":

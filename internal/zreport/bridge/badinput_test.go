@@ -25,7 +25,8 @@ import (
 )
 
 // partsTemporal is a Temporal client that accepts every signal-with-start
-// and keeps the parts signalled, per workflow id, in order.
+// and keeps the parts signalled, per workflow id, in order (a call carries
+// a key's parts in order, docs/adr/0021-zreport-coalescing.md).
 type partsTemporal struct {
 	client.Client // nil: any other call panics
 
@@ -36,7 +37,7 @@ type partsTemporal struct {
 func (f *partsTemporal) SignalWithStartWorkflow(_ context.Context, id, _ string, arg any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.parts[id] = append(f.parts[id], arg.(zreport.Part))
+	f.parts[id] = append(f.parts[id], arg.([]zreport.Part)...)
 	return nil, nil
 }
 

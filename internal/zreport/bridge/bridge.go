@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -22,6 +21,16 @@ import (
 	"reckon/internal/kafkaconn"
 	"reckon/internal/zreport"
 	"reckon/workflows"
+)
+
+// Linger bounds.
+const (
+	// DefaultLinger is Options.Linger's default: a few hundred
+	// milliseconds, the latency a part may gain waiting for its key's
+	// next parts.
+	DefaultLinger = 250 * time.Millisecond
+	// MaxLinger bounds Options.Linger: parts are not held for long.
+	MaxLinger = 5 * time.Second
 )
 
 // Options configure a Bridge. Zero values mean defaults where stated.
@@ -47,6 +56,14 @@ type Options struct {
 	Concurrency int
 	// MaxPollRecords per batch. Default 1000.
 	MaxPollRecords int
+	// Linger: after a poll returned fewer than MaxPollRecords records,
+	// keep polling this long for more before signalling, so parts of a key
+	// that arrive close together go in one signal. Default 250ms; at most
+	// MaxLinger. A backlog fills a poll at once and never lingers.
+	Linger time.Duration
+	// MaxBatchParts is how many parts of one key one signal carries at
+	// most (the payload stays far below Temporal's 2 MB limit). Default 100.
+	MaxBatchParts int
 	// MaxAttempts for a signal Temporal rejects as invalid (InvalidArgument)
 	// before the part goes to the DLQ (stage "process"). Unavailable and
 	// other transient errors are retried until the context ends. Default 3.
@@ -63,6 +80,12 @@ func (o *Options) fillDefaults() {
 	}
 	if o.MaxPollRecords <= 0 {
 		o.MaxPollRecords = 1000
+	}
+	if o.Linger <= 0 {
+		o.Linger = DefaultLinger
+	}
+	if o.MaxBatchParts <= 0 {
+		o.MaxBatchParts = 100
 	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 3
@@ -83,15 +106,20 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("zreport bridge: %s is required", f.name))
 		}
 	}
+	if o.Linger > MaxLinger {
+		errs = append(errs, fmt.Errorf("zreport bridge: linger %v is over %v", o.Linger, MaxLinger))
+	}
 	if err := o.Start.Policy.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// Stats are the bridge's counters since it started.
+// Stats are the bridge's counters since it started: records polled, parts
+// signalled, signal-with-start calls Temporal accepted (Signalled/Calls
+// parts per call), dead letters, retried calls, commits.
 type Stats struct {
-	Records, Signalled, DeadLettered, Retries, Commits int64
+	Records, Signalled, Calls, DeadLettered, Retries, Commits int64
 }
 
 // Bridge consumes the parts topic. Run it once; Close releases the client.
@@ -101,7 +129,7 @@ type Bridge struct {
 	tc   client.Client
 	gate *event.Gate
 
-	records, signalled, dead, retries, commits atomic.Int64
+	records, signalled, calls, dead, retries, commits atomic.Int64
 }
 
 // New returns a bridge. kopts are the base client options (brokers, client
@@ -136,7 +164,7 @@ func (b *Bridge) Close() { b.cl.Close() }
 
 // Stats returns the counters.
 func (b *Bridge) Stats() Stats {
-	return Stats{b.records.Load(), b.signalled.Load(), b.dead.Load(), b.retries.Load(), b.commits.Load()}
+	return Stats{b.records.Load(), b.signalled.Load(), b.calls.Load(), b.dead.Load(), b.retries.Load(), b.commits.Load()}
 }
 
 // job is one valid part to signal.
@@ -146,8 +174,9 @@ type job struct {
 }
 
 // Run consumes until ctx ends; it returns nil on cancellation. Each polled
-// batch is fully handed over (signals accepted, dead letters acknowledged)
-// before its offsets are committed and the next batch is polled.
+// batch (with what the linger added) is fully handed over (signals
+// accepted, dead letters acknowledged) before its offsets are committed and
+// the next batch is polled.
 func (b *Bridge) Run(ctx context.Context) error {
 	log := b.o.Log
 	for {
@@ -163,6 +192,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 		if len(recs) == 0 {
 			b.cl.AllowRebalance()
 			continue
+		}
+		recs = b.linger(ctx, recs)
+		if ctx.Err() != nil {
+			b.cl.AllowRebalance()
+			return nil
 		}
 		if err := b.handle(ctx, recs); err != nil {
 			b.cl.AllowRebalance()
@@ -181,9 +215,37 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 }
 
-// handle checks, dead-letters and signals one batch.
+// linger polls for up to Options.Linger after a short poll, adding what
+// arrives (up to MaxPollRecords in all) to recs. Records a poll leaves
+// behind stay buffered for the next one.
+func (b *Bridge) linger(ctx context.Context, recs []*kgo.Record) []*kgo.Record {
+	if len(recs) >= b.o.MaxPollRecords {
+		return recs
+	}
+	lctx, cancel := context.WithTimeout(ctx, b.o.Linger)
+	defer cancel()
+	for len(recs) < b.o.MaxPollRecords && lctx.Err() == nil {
+		fs := b.cl.PollRecords(lctx, b.o.MaxPollRecords-len(recs))
+		if fs.IsClientClosed() {
+			break
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				b.o.Log.Warn("zreport bridge: fetch error", "topic", t, "partition", p, "error", err)
+			}
+		})
+		recs = append(recs, fs.Records()...)
+	}
+	return recs
+}
+
+// handle checks, dead-letters and signals one batch. The parts of one key
+// go in signals of up to MaxBatchParts parts each, in the batch's order,
+// one after another; Concurrency goroutines take the keys in turn, so a
+// slow key holds up only itself.
 func (b *Bridge) handle(ctx context.Context, recs []*kgo.Record) error {
-	lanes := make([][]job, b.o.Concurrency)
+	var keys [][][]job          // per key: its signals, each up to MaxBatchParts parts
+	at := map[zreport.Key]int{} // a key's index in keys
 	var dead []*kgo.Record
 	now := b.o.Now()
 	for _, r := range recs {
@@ -200,33 +262,42 @@ func (b *Bridge) handle(ctx context.Context, recs []*kgo.Record) error {
 		}
 		p.ArrivedAt = r.Timestamp.UTC()
 		p.Origin = r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10)
-		h := fnv.New32a()
-		h.Write([]byte(p.Key.String()))
-		lane := int(h.Sum32() % uint32(len(lanes)))
-		lanes[lane] = append(lanes[lane], job{r, p})
+		i, ok := at[p.Key]
+		if !ok {
+			i = len(keys)
+			at[p.Key] = i
+			keys = append(keys, nil)
+		}
+		if n := len(keys[i]); n > 0 && len(keys[i][n-1]) < b.o.MaxBatchParts {
+			keys[i][n-1] = append(keys[i][n-1], job{r, p})
+		} else {
+			keys[i] = append(keys[i], []job{{r, p}})
+		}
 	}
 	var wg sync.WaitGroup
+	var next atomic.Int64
 	var mu sync.Mutex // protects dead and firstErr below
 	var firstErr error
-	for _, lane := range lanes {
-		if len(lane) == 0 {
-			continue
-		}
+	for range min(b.o.Concurrency, len(keys)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, j := range lane {
-				dl, err := b.signal(ctx, j)
-				mu.Lock()
-				if dl != nil {
-					dead = append(dead, dl)
-				}
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-				if err != nil {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(keys) {
 					return
+				}
+				for _, js := range keys[i] {
+					dls, err := b.signal(ctx, js)
+					mu.Lock()
+					dead = append(dead, dls...)
+					if err != nil && firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					if err != nil {
+						return
+					}
 				}
 			}
 		}()
@@ -238,13 +309,16 @@ func (b *Bridge) handle(ctx context.Context, recs []*kgo.Record) error {
 	return b.produceDead(ctx, dead)
 }
 
-// signal delivers one part, retrying transient failures until ctx ends. A
-// part Temporal keeps rejecting as invalid becomes a dead letter.
-func (b *Bridge) signal(ctx context.Context, j job) (*kgo.Record, error) {
-	k := j.part.Key
+// signal delivers the parts of one key in one signal-with-start
+// (ZReportSignalParts), retrying transient failures until ctx ends. A
+// batch Temporal keeps rejecting as invalid is sent again part by part, so
+// that only the parts it rejects alone become dead letters.
+func (b *Bridge) signal(ctx context.Context, js []job) ([]*kgo.Record, error) {
+	first := js[0].part
+	k := first.Key
 	in := b.o.Start
-	in.Key, in.ClosedHint, in.State = k, j.part.ShiftClosedAt, nil
-	date := j.part.ShiftClosedAt.UTC().Format(time.DateOnly)
+	in.Key, in.ClosedHint, in.State = k, first.ShiftClosedAt, nil
+	date := first.ShiftClosedAt.UTC().Format(time.DateOnly)
 	opts := client.StartWorkflowOptions{
 		ID:                       k.WorkflowID(),
 		TaskQueue:                b.o.TaskQueue,
@@ -255,11 +329,16 @@ func (b *Bridge) signal(ctx context.Context, j job) (*kgo.Record, error) {
 			workflows.SADate.ValueSet(date), workflows.SAStatus.ValueSet(string(zreport.StatusWaiting))),
 		StaticSummary: fmt.Sprintf("Z-report ФН %s, shift %d (closed %s)", k.FiscalDrive, k.Shift, date),
 	}
+	parts := make([]zreport.Part, len(js))
+	for i, j := range js {
+		parts[i] = j.part
+	}
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		_, err := b.tc.SignalWithStartWorkflow(ctx, opts.ID, workflows.ZReportSignalPart, j.part, opts, workflows.ZReportWorkflow, in)
+		_, err := b.tc.SignalWithStartWorkflow(ctx, opts.ID, workflows.ZReportSignalParts, parts, opts, workflows.ZReportWorkflow, in)
 		if err == nil {
-			b.signalled.Add(1)
+			b.signalled.Add(int64(len(parts)))
+			b.calls.Add(1)
 			return nil, nil
 		}
 		if ctx.Err() != nil {
@@ -267,13 +346,24 @@ func (b *Bridge) signal(ctx context.Context, j job) (*kgo.Record, error) {
 		}
 		var inv *serviceerror.InvalidArgument
 		if errors.As(err, &inv) && attempt >= b.o.MaxAttempts {
-			return b.deadLetter(j.rec, event.DeadLetter{
+			if len(js) > 1 {
+				var dead []*kgo.Record
+				for i := range js {
+					dl, err := b.signal(ctx, js[i:i+1])
+					dead = append(dead, dl...)
+					if err != nil {
+						return dead, err
+					}
+				}
+				return dead, nil
+			}
+			return []*kgo.Record{b.deadLetter(js[0].rec, event.DeadLetter{
 				Reason: "temporal: " + inv.Error(), Reasons: []string{"temporal: " + inv.Error()},
 				DeadAt: b.o.Now(), Attempts: attempt, Stage: "process",
-			}), nil
+			})}, nil
 		}
 		b.retries.Add(1)
-		b.o.Log.Warn("zreport bridge: signal-with-start failed; retrying", "workflow_id", opts.ID, "attempt", attempt, "error", err)
+		b.o.Log.Warn("zreport bridge: signal-with-start failed; retrying", "workflow_id", opts.ID, "parts", len(parts), "attempt", attempt, "error", err)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

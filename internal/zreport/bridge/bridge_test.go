@@ -25,14 +25,19 @@ import (
 	"reckon/workflows"
 )
 
-// fakeTemporal is a Temporal client that only accepts signal-with-start,
-// recording the parts per workflow id. Chosen event ids fail: Unavailable
-// a few times, or InvalidArgument always.
+// fakeTemporal is a Temporal client that only accepts signal-with-start
+// of ZReportSignalParts, recording the parts per workflow id and the parts
+// per call. A call fails when one of its parts' event ids is chosen to:
+// Unavailable a few times, or InvalidArgument always; down makes every
+// call fail Unavailable.
 type fakeTemporal struct {
 	client.Client // nil: any other call panics
 
 	mu          sync.Mutex // protects the fields below
 	parts       map[string][]string
+	calls       []int // parts per accepted call
+	failed      int   // calls refused
+	down        bool
 	unavailable map[string]int
 	invalid     map[string]bool
 	inputs      []workflows.ZReportInput
@@ -42,18 +47,34 @@ type fakeTemporal struct {
 func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, sig string, arg any, opts client.StartWorkflowOptions, wf any, args ...any) (client.WorkflowRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := arg.(zreport.Part)
-	if sig != workflows.ZReportSignalPart || wf != workflows.ZReportWorkflow || id != p.Key.WorkflowID() || opts.ID != id {
+	ps, ok := arg.([]zreport.Part)
+	if !ok || len(ps) == 0 || sig != workflows.ZReportSignalParts || wf != workflows.ZReportWorkflow || opts.ID != id {
 		return nil, serviceerror.NewInvalidArgument("wrong call")
 	}
-	if f.invalid[p.EventID] {
-		return nil, serviceerror.NewInvalidArgument("simulated rejection")
-	}
-	if f.unavailable[p.EventID] > 0 {
-		f.unavailable[p.EventID]--
+	if f.down {
+		f.failed++
 		return nil, serviceerror.NewUnavailable("simulated outage")
 	}
-	f.parts[id] = append(f.parts[id], p.EventID)
+	for _, p := range ps {
+		if id != p.Key.WorkflowID() {
+			return nil, serviceerror.NewInvalidArgument("wrong key")
+		}
+		if f.invalid[p.EventID] {
+			f.failed++
+			return nil, serviceerror.NewInvalidArgument("simulated rejection")
+		}
+	}
+	for _, p := range ps {
+		if f.unavailable[p.EventID] > 0 {
+			f.unavailable[p.EventID]--
+			f.failed++
+			return nil, serviceerror.NewUnavailable("simulated outage")
+		}
+	}
+	for _, p := range ps {
+		f.parts[id] = append(f.parts[id], p.EventID)
+	}
+	f.calls = append(f.calls, len(ps))
 	f.inputs = append(f.inputs, args[0].(workflows.ZReportInput))
 	f.opts = append(f.opts, opts)
 	return nil, nil
@@ -148,6 +169,11 @@ func TestBridge(t *testing.T) {
 		if !slices.Equal(tc.parts[id], ids) {
 			t.Errorf("%s: signalled %v, want in partition order %v", id, tc.parts[id], ids)
 		}
+	}
+	// Each key's six parts sit together in its partition: they go in few
+	// calls (the key with the rejected part is sent again part by part).
+	if len(tc.calls) != int(st.Calls) || st.Calls >= st.Signalled || slices.Max(tc.calls) < 2 {
+		t.Errorf("parts per call %v, stats %+v: want the parts of a key coalesced", tc.calls, st)
 	}
 	in, opts := tc.inputs[0], tc.opts[0]
 	tc.mu.Unlock()
@@ -320,5 +346,171 @@ func TestDeadLetterOverTopicLimit(t *testing.T) {
 	}
 	if len(d.Value) >= len(huge) || !bytes.HasPrefix(huge, d.Value) || !bytes.Equal(d.Key, recs[0].Key) {
 		t.Errorf("dead letter: key %q, value of %d bytes; want the part's key and a prefix of its %d bytes", d.Key, len(d.Value), len(huge))
+	}
+}
+
+// committed returns the group's committed offsets summed over partitions
+// (0 when nothing was committed).
+func committed(ctx context.Context, t *testing.T, adm *kadm.Client, group string) int64 {
+	t.Helper()
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatalf("fetch offsets: %v", err)
+	}
+	var n int64
+	offs.Each(func(o kadm.OffsetResponse) { n += max(o.At, 0) })
+	return n
+}
+
+// TestCommitOnlyAfterBatchAccepted: a poll's offsets are committed only
+// after Temporal accepted every signal of it, batches included. While one
+// key's batch is refused, nothing of the poll is committed (not even the
+// key Temporal accepted); the bridge is then stopped, and the next bridge
+// of the group gets every part again and delivers the refused key's parts
+// in one call, in order, before committing.
+func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "parts", "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pc, err := kgo.NewClient(base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	adm := kadm.NewClient(pc)
+
+	types := []string{zreport.TypeOFD, zreport.TypeDWH, zreport.TypeRMS}
+	var recs []*kgo.Record
+	for i := 0; i < 6; i++ { // A, B, A, B, A, B
+		drive := fmt.Sprintf("99604403000000%02d", i%2)
+		v := fmt.Sprintf(`{"event_id":%q,"event_type":%q,"occurred_at":"2026-01-01T23:00:00Z","data":{"fiscal_drive":%q,"shift":3,"receipts":%d,"total":1.5,"shift_closed_at":"2026-01-01T23:00:00Z"}}`,
+			uuidN(i), types[i/2], drive, i)
+		recs = append(recs, &kgo.Record{Topic: "parts", Key: []byte(drive + "/3"), Value: []byte(v)})
+	}
+	if err := pc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	keyB := zreport.Key{FiscalDrive: "9960440300000001", Shift: 3}.WorkflowID()
+	run := func(tc *fakeTemporal) (stop func()) {
+		b, err := New(base, tc, Options{Topic: "parts", Group: "g", DLQTopic: "dlq", TaskQueue: "q", Gate: gateOptions(), Concurrency: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- b.Run(rctx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+			b.Close()
+		}
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for !ok() {
+			if ctx.Err() != nil {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	// Temporal refuses B's batch (its second part) until the bridge stops.
+	refusing := &fakeTemporal{parts: map[string][]string{}, unavailable: map[string]int{uuidN(3): 1 << 30}}
+	stop := run(refusing)
+	waitFor("A accepted and B's batch refused three times", func() bool {
+		refusing.mu.Lock()
+		defer refusing.mu.Unlock()
+		return len(refusing.calls) == 1 && refusing.failed >= 3
+	})
+	if n := committed(ctx, t, adm, "g"); n != 0 {
+		t.Fatalf("offsets committed up to %d while B's batch was not accepted", n)
+	}
+	stop()
+	if n := committed(ctx, t, adm, "g"); n != 0 {
+		t.Fatalf("offsets committed up to %d by a bridge stopped before B's batch was accepted", n)
+	}
+	refusing.mu.Lock()
+	if got := refusing.parts[keyB]; len(got) != 0 {
+		t.Errorf("B: %v accepted by the refusing server", got)
+	}
+	refusing.mu.Unlock()
+
+	accepting := &fakeTemporal{parts: map[string][]string{}}
+	stop = run(accepting)
+	waitFor("every record committed", func() bool { return committed(ctx, t, adm, "g") == int64(len(recs)) })
+	stop()
+	accepting.mu.Lock()
+	defer accepting.mu.Unlock()
+	if got, want := accepting.parts[keyB], []string{uuidN(1), uuidN(3), uuidN(5)}; !slices.Equal(got, want) {
+		t.Errorf("B after the restart: %v, want %v", got, want)
+	}
+	if got := accepting.parts[zreport.Key{FiscalDrive: "9960440300000000", Shift: 3}.WorkflowID()]; len(got) != 3 {
+		t.Errorf("A after the restart: %v, want its three parts again (never committed)", got)
+	}
+	if !slices.Equal(accepting.calls, []int{3, 3}) {
+		t.Errorf("parts per call after the restart %v, want [3 3]", accepting.calls)
+	}
+}
+
+// TestLingerCoalescesPartsArrivingApart: a key's second part arriving
+// 300 ms after its first, while the bridge lingers after the short poll
+// that found the first, goes in the same call.
+func TestLingerCoalescesPartsArrivingApart(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "parts", "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pc, err := kgo.NewClient(base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	tc := &fakeTemporal{parts: map[string][]string{}}
+	b, err := New(base, tc, Options{Topic: "parts", Group: "g", DLQTopic: "dlq", TaskQueue: "q", Gate: gateOptions(), Linger: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(rctx) }()
+	part := func(i int, typ string) *kgo.Record {
+		return &kgo.Record{Topic: "parts", Key: []byte("9960440300000001/3"), Value: fmt.Appendf(nil,
+			`{"event_id":%q,"event_type":%q,"occurred_at":"2026-01-01T23:00:00Z","data":{"fiscal_drive":"9960440300000001","shift":3,"receipts":1,"total":1.5,"shift_closed_at":"2026-01-01T23:00:00Z"}}`,
+			uuidN(i), typ)}
+	}
+	if err := pc.ProduceSync(ctx, part(1, zreport.TypeOFD)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the scenario: the next part comes later, not a wait for the bridge
+	if err := pc.ProduceSync(ctx, part(2, zreport.TypeDWH)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for b.Stats().Signalled < 2 {
+		if ctx.Err() != nil {
+			t.Fatalf("parts never signalled; stats %+v", b.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if !slices.Equal(tc.calls, []int{2}) {
+		t.Errorf("parts per call %v, want both parts in one call", tc.calls)
 	}
 }
