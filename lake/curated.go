@@ -553,13 +553,7 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 		opts = append(opts, parquet.KeyValueMetadata(checkedMetaKey, string(b)))
 	}
 	key := joinKey(wdir, windowsFile(hour))
-	if _, err := l.store.put(ctx, key, func(out io.Writer) error {
-		w := parquet.NewGenericWriter[WindowRow](out, opts...)
-		if _, err := w.Write(ws); err != nil {
-			return err
-		}
-		return w.Close()
-	}); err != nil {
+	if _, err := putRows(ctx, l, key, ws, opts...); err != nil {
 		return res, err
 	}
 	res.Files, res.Windows = append(res.Files, key), int64(len(ws))
@@ -583,13 +577,7 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 		slices.SortFunc(cs, cmpCorrections)
 	}
 	key = joinKey(cdir, correctionsFile(hour))
-	if _, err := l.store.put(ctx, key, func(out io.Writer) error {
-		w := parquet.NewGenericWriter[CorrectionRow](out, l.writerOptions(summarySorting...)...)
-		if _, err := w.Write(cs); err != nil {
-			return err
-		}
-		return w.Close()
-	}); err != nil {
+	if _, err := putRows(ctx, l, key, cs, l.writerOptions(summarySorting...)...); err != nil {
 		return res, err
 	}
 	res.Files, res.Corrections = append(res.Files, key), int64(len(cs))
@@ -609,39 +597,24 @@ func (l *Lake) ReadCorrections(ctx context.Context, stream string, from, to time
 }
 
 func readCuratedTable[T any](ctx context.Context, l *Lake, table, stream string, from, to time.Time, start func(*T) int64) ([]T, error) {
-	if err := ValidateName(stream); err != nil {
-		return nil, err
-	}
-	base := table + "/stream=" + stream
-	days, err := l.store.list(ctx, base)
+	files, err := l.paneTableFiles(ctx, table, stream, from, to)
 	if err != nil {
-		return nil, fmt.Errorf("lake: %s: %w", table, err)
+		return nil, err
 	}
 	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
 	var out []T
-	for _, d := range days {
-		day, ok := parseDateDir("window_date", d.name)
-		if !ok || !d.dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
+	for _, f := range files {
+		h, ok := curatedHourOf(f.name)
+		if !ok || f.day.UnixMicro()+int64(h+1)*microsPerHour <= fromUS || f.day.UnixMicro()+int64(h)*microsPerHour >= toUS {
 			continue
 		}
-		dir := joinKey(base, d.name)
-		files, err := l.lakeFiles(ctx, dir)
+		rows, err := readRows[T](ctx, l, f.key, f.size)
 		if err != nil {
-			return nil, fmt.Errorf("lake: %s: %w", table, err)
+			return nil, err
 		}
-		for _, f := range files {
-			h, ok := curatedHourOf(f.name)
-			if !ok || day.UnixMicro()+int64(h+1)*microsPerHour <= fromUS || day.UnixMicro()+int64(h)*microsPerHour >= toUS {
-				continue
-			}
-			rows, err := readRows[T](ctx, l, joinKey(dir, f.name), f.size)
-			if err != nil {
-				return nil, err
-			}
-			for i := range rows {
-				if s := start(&rows[i]); s >= fromUS && s < toUS {
-					out = append(out, rows[i])
-				}
+		for i := range rows {
+			if s := start(&rows[i]); s >= fromUS && s < toUS {
+				out = append(out, rows[i])
 			}
 		}
 	}
