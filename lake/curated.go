@@ -45,22 +45,11 @@ const (
 )
 
 // WindowRow is one row of the windows table: the summaries columns of the
-// window's latest version, its status and when it was published.
+// window's latest version (the embedded SummaryRow: its columns come
+// first, in its order, and its Pane converts the row back), its status and
+// when it was published.
 type WindowRow struct {
-	Stream      string  `parquet:"stream,dict"`
-	Key         string  `parquet:"key,dict"`
-	WindowStart int64   `parquet:"window_start,timestamp(microsecond:utc)"`
-	WindowEnd   int64   `parquet:"window_end,timestamp(microsecond:utc)"`
-	Count       int64   `parquet:"count"`
-	Sum         float64 `parquet:"sum"`
-	Min         float64 `parquet:"min"`
-	Max         float64 `parquet:"max"`
-	Version     int64   `parquet:"version"`
-	Timing      string  `parquet:"timing,dict"`
-	ComputedBy  string  `parquet:"computed_by,dict"`
-	Watermark   int64   `parquet:"watermark,timestamp(microsecond:utc)"`
-	EmittedAt   int64   `parquet:"emitted_at,timestamp(microsecond:utc)"`
-	Reason      string  `parquet:"reason"`
+	SummaryRow
 	// Status is StatusProvisional, StatusFinal or StatusCorrected.
 	Status string `parquet:"status,dict"`
 	// UpdatedAt is the latest version's emitted_at.
@@ -91,15 +80,6 @@ type CorrectionRow struct {
 	// version and when (NULL like the other Prev columns).
 	PrevComputedBy *string `parquet:"prev_computed_by,optional"`
 	PrevEmittedAt  *int64  `parquet:"prev_emitted_at,optional,timestamp(microsecond:utc)"`
-}
-
-// Pane converts a windows row back to its pane.
-func (r WindowRow) Pane() event.Pane { return r.summary().Pane() }
-
-func (r WindowRow) summary() SummaryRow {
-	return SummaryRow{Stream: r.Stream, Key: r.Key, WindowStart: r.WindowStart, WindowEnd: r.WindowEnd,
-		Count: r.Count, Sum: r.Sum, Min: r.Min, Max: r.Max, Version: r.Version, Timing: r.Timing,
-		ComputedBy: r.ComputedBy, Watermark: r.Watermark, EmittedAt: r.EmittedAt, Reason: r.Reason}
 }
 
 // CurateResult says what a curation rewrote.
@@ -406,9 +386,7 @@ func (st *curatedHour) addVersion(r *SummaryRow) {
 	}
 	checked := st.checked[k] || cur != nil && cur.Status != StatusProvisional
 	delete(st.checked, k)
-	w := &WindowRow{Stream: r.Stream, Key: r.Key, WindowStart: r.WindowStart, WindowEnd: r.WindowEnd,
-		Count: r.Count, Sum: r.Sum, Min: r.Min, Max: r.Max, Version: r.Version, Timing: r.Timing,
-		ComputedBy: r.ComputedBy, Watermark: r.Watermark, EmittedAt: r.EmittedAt, Reason: r.Reason, UpdatedAt: r.EmittedAt}
+	w := &WindowRow{SummaryRow: *r, UpdatedAt: r.EmittedAt}
 	w.Status = windowStatus(w.ComputedBy, checked)
 	if cur == nil {
 		st.wOrder = append(st.wOrder, k)
