@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,6 +223,15 @@ type curatedHour struct {
 type curatedKey struct {
 	key   string
 	start int64
+}
+
+// compare orders windows by key, then window start: the curated files'
+// row order.
+func (k curatedKey) compare(o curatedKey) int {
+	if c := strings.Compare(k.key, o.key); c != 0 {
+		return c
+	}
+	return cmpInt64(k.start, o.start)
 }
 
 type correctionKey struct {
@@ -504,24 +514,15 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 		ws = append(ws, *st.windows[k])
 	}
 	cmpWindows := func(a, b WindowRow) int {
-		if c := strings.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		return cmpInt64(a.WindowStart, b.WindowStart)
+		return curatedKey{a.Key, a.WindowStart}.compare(curatedKey{b.Key, b.WindowStart})
 	}
 	if !slices.IsSortedFunc(ws, cmpWindows) {
 		slices.SortFunc(ws, cmpWindows)
 	}
 	var checked [][2]any
-	for k := range st.checked {
+	for _, k := range slices.SortedFunc(maps.Keys(st.checked), curatedKey.compare) {
 		checked = append(checked, [2]any{k.key, k.start})
 	}
-	slices.SortFunc(checked, func(a, b [2]any) int {
-		if c := strings.Compare(a[0].(string), b[0].(string)); c != 0 {
-			return c
-		}
-		return cmpInt64(a[1].(int64), b[1].(int64))
-	})
 	opts := l.writerOptions(summarySorting[:2]...)
 	if len(checked) > 0 {
 		b, err := json.Marshal(checked)
@@ -543,10 +544,7 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 		cs = append(cs, *st.corrections[k])
 	}
 	cmpCorrections := func(a, b CorrectionRow) int {
-		if c := strings.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		if c := cmpInt64(a.WindowStart, b.WindowStart); c != 0 {
+		if c := (curatedKey{a.Key, a.WindowStart}).compare(curatedKey{b.Key, b.WindowStart}); c != 0 {
 			return c
 		}
 		return cmpInt64(a.Version, b.Version)
