@@ -1,14 +1,13 @@
 package activities_test
 
 import (
-	"fmt"
-	"maps"
-	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"reckon/activities"
 	"reckon/internal/event"
+	"reckon/internal/testing/curatedcheck"
 	"reckon/lake"
 )
 
@@ -65,109 +64,38 @@ func TestCuratedTablesAgreeWithTheSummariesTopic(t *testing.T) {
 	f.produce(t, f.pane("u6", t0.Add(40*time.Minute), 1, 9, 9, 9, 1, event.TimingOnTime, t0.Add(46*time.Minute)))
 	archiveAndCurate(t, f)
 
+	day := t0.Truncate(24 * time.Hour)
+	truth, err := f.lk.ReadTruth(t.Context(), "payments", day, day.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
 	check := func(what string) {
 		t.Helper()
-		wantW, wantC := topicTables(t, f)
-		got, err := f.lk.ReadWindows(t.Context(), "payments", t0.Truncate(24*time.Hour), t0.Truncate(24*time.Hour).Add(24*time.Hour))
+		ws, err := f.lk.ReadWindows(t.Context(), "payments", day, day.Add(24*time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
-		gotW := map[string]string{}
-		for _, w := range got {
-			gotW[w.Key+"|"+w.Pane().WindowStart.Format("15:04")] = describeWindow(w.Pane(), w.Status, w.UpdatedAt)
-		}
-		if !maps.Equal(gotW, wantW) {
-			t.Errorf("%s: windows table\n got %v\nwant %v", what, gotW, wantW)
-		}
-		cs, err := f.lk.ReadCorrections(t.Context(), "payments", t0.Truncate(24*time.Hour), t0.Truncate(24*time.Hour).Add(24*time.Hour))
+		cs, err := f.lk.ReadCorrections(t.Context(), "payments", day, day.Add(24*time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var gotC []string
-		for _, c := range cs {
-			s := fmt.Sprintf("%s %d v%d %q %d/%g/%g/%g at %d", c.Key, c.WindowStart, c.Version, c.Reason, c.Count, c.Sum, c.Min, c.Max, c.EmittedAt)
-			if c.PrevVersion != nil {
-				s += fmt.Sprintf(" was v%d %d/%g/%g/%g by %s", *c.PrevVersion, *c.PrevCount, *c.PrevSum, *c.PrevMin, *c.PrevMax, *c.PrevComputedBy)
-			}
-			gotC = append(gotC, s)
-		}
-		slices.Sort(gotC)
-		if !slices.Equal(gotC, wantC) {
-			t.Errorf("%s: corrections table\n got %q\nwant %q", what, gotC, wantC)
+		if d := curatedcheck.Diff(ws, cs, f.published(t), truth); len(d) > 0 {
+			t.Errorf("%s: the curated tables differ from their definitions:\n%s", what, strings.Join(d, "\n"))
 		}
 	}
 	check("curated step by step")
-	wantW, _ := topicTables(t, f)
-	if wantW["u1|08:00"] == "" || wantW["u6|08:40"] == "" {
-		t.Fatalf("scenario changed: %v", wantW)
+	wantW, _ := curatedcheck.Tables(f.published(t), truth)
+	status := map[string]string{}
+	for _, w := range wantW {
+		status[w.Key+"|"+w.Pane().WindowStart.Format("15:04")] = w.Status
 	}
-	for k, status := range map[string]string{"u1|08:00": lake.StatusFinal, "u2|08:00": lake.StatusCorrected, "u3|08:05": lake.StatusCorrected, "u6|08:40": lake.StatusProvisional} {
-		if w := wantW[k]; w[len(w)-len(status):] != status {
-			t.Errorf("%s is %s, want %s", k, w, status)
+	for k, want := range map[string]string{"u1|08:00": lake.StatusFinal, "u2|08:00": lake.StatusCorrected, "u3|08:05": lake.StatusCorrected, "u6|08:40": lake.StatusProvisional} {
+		if status[k] != want {
+			t.Errorf("scenario changed: %s is %q, want %s (%v)", k, status[k], want, status)
 		}
 	}
 	if _, err := f.lk.RebuildCurated(t.Context(), "payments", t0); err != nil {
 		t.Fatal(err)
 	}
 	check("rebuilt")
-}
-
-func describeWindow(p event.Pane, status string, updatedAt int64) string {
-	if updatedAt != p.EmittedAt.UnixMicro() {
-		status += fmt.Sprintf(" (updated_at %d is not emitted_at)", updatedAt)
-	}
-	return fmt.Sprintf("v%d %d/%g/%g/%g %s %s %s %q at %s %s", p.Version, p.Count, p.Sum, p.Min, p.Max, p.Timing, p.ComputedBy,
-		p.WindowEnd.Format("15:04"), p.Reason, p.EmittedAt.Format(time.RFC3339Nano), status)
-}
-
-// topicTables builds the windows and corrections tables from every pane
-// committed on the summaries topic and the truth table's windows, straight
-// from their definitions (docs/lake.md).
-func topicTables(t *testing.T, f *truthFixture) (map[string]string, []string) {
-	t.Helper()
-	byWin := map[string][]event.Pane{}
-	for _, p := range f.published(t) {
-		k := p.Key + "|" + p.WindowStart.Format("15:04")
-		byWin[k] = append(byWin[k], p)
-	}
-	truth, err := f.lk.ReadTruth(t.Context(), "payments", t0.Truncate(24*time.Hour), t0.Truncate(24*time.Hour).Add(24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checked := map[string]bool{}
-	for _, r := range truth {
-		checked[r.Key+"|"+r.WindowStart.Format("15:04")] = true
-	}
-	windows := map[string]string{}
-	var corrections []string
-	for k, vs := range byWin {
-		slices.SortFunc(vs, func(a, b event.Pane) int {
-			if a.Version != b.Version {
-				return int(a.Version - b.Version)
-			}
-			return a.EmittedAt.Compare(b.EmittedAt)
-		})
-		l := vs[len(vs)-1]
-		status := lake.StatusProvisional
-		switch {
-		case l.ComputedBy == event.ComputedByBatch:
-			status = lake.StatusCorrected
-		case checked[k]:
-			status = lake.StatusFinal
-		}
-		windows[k] = describeWindow(l, status, l.EmittedAt.UnixMicro())
-		for i, c := range vs {
-			if c.ComputedBy != event.ComputedByBatch {
-				continue
-			}
-			s := fmt.Sprintf("%s %d v%d %q %d/%g/%g/%g at %d", c.Key, c.WindowStart.UnixMicro(), c.Version, c.Reason, c.Count, c.Sum, c.Min, c.Max, c.EmittedAt.UnixMicro())
-			if i > 0 {
-				p := vs[i-1]
-				s += fmt.Sprintf(" was v%d %d/%g/%g/%g by %s", p.Version, p.Count, p.Sum, p.Min, p.Max, p.ComputedBy)
-			}
-			corrections = append(corrections, s)
-		}
-	}
-	slices.Sort(corrections)
-	return windows, corrections
 }

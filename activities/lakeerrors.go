@@ -24,17 +24,27 @@ type LakeErrors struct {
 
 // InterceptActivity implements interceptor.WorkerInterceptor.
 func (*LakeErrors) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	return &lakeErrorsActivity{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}}
+	return MapActivityErrors(next, func(_ context.Context, err error) error { return LakeError(err) })
 }
 
-type lakeErrorsActivity struct {
+// MapActivityErrors returns an activity inbound interceptor that runs the
+// activity with next and passes its error (nil on success) through mapErr,
+// with the activity's context: the shape of a worker interceptor that
+// classifies activity errors in one place (LakeErrors; the batch worker's
+// quiet stop in package workers).
+func MapActivityErrors(next interceptor.ActivityInboundInterceptor, mapErr func(ctx context.Context, err error) error) interceptor.ActivityInboundInterceptor {
+	return &mapErrorsActivity{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, mapErr: mapErr}
+}
+
+type mapErrorsActivity struct {
 	interceptor.ActivityInboundInterceptorBase
+	mapErr func(context.Context, error) error
 }
 
 // ExecuteActivity implements interceptor.ActivityInboundInterceptor.
-func (a *lakeErrorsActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+func (a *mapErrorsActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
 	out, err := a.Next.ExecuteActivity(ctx, in)
-	return out, LakeError(err)
+	return out, a.mapErr(ctx, err)
 }
 
 // LakeError returns err as a non-retryable ErrTypeLakeAccess application

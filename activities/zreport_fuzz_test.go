@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"reckon/internal/testing/corrupt"
 	"reckon/internal/zreport"
 	"reckon/lake"
 )
@@ -50,22 +51,8 @@ func FuzzCorruptZReportFile(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, pos uint32, flip byte, cut uint32) {
-		data := append([]byte(nil), orig...)
-		n := uint32(len(data))
-		if flip != 0 {
-			data[pos%n] ^= flip
-		}
-		if cut > 0 {
-			data = data[:n-cut%n]
-		}
-		root := t.TempDir()
-		p := filepath.Join(root, filepath.FromSlash(key))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		n := uint32(len(orig))
+		root := corrupt.Root(t, key, corrupt.Bytes(orig, pos, flip, cut))
 		l, err := lake.Open(lake.Options{Root: root})
 		if err != nil {
 			t.Fatal(err)

@@ -31,9 +31,10 @@ import (
 // directory.
 const zreportsDir = "zreports"
 
-// zreportRow is the zreports table's schema; timestamps are INT64
-// TIMESTAMP(MICROS, isAdjustedToUTC=true). Absent sources are NULL.
-type zreportRow struct {
+// ZReportRow is the zreports table's schema, one row a file; timestamps are
+// INT64 TIMESTAMP(MICROS, isAdjustedToUTC=true). Absent sources are NULL.
+// Exported for readers of the table (the SQL endpoint's tests write it).
+type ZReportRow struct {
 	FiscalDrive     string   `parquet:"fiscal_drive"`
 	Shift           int64    `parquet:"shift"`
 	Version         int64    `parquet:"version"`
@@ -63,16 +64,16 @@ type zreportRow struct {
 
 const zreportSchemaVersion = 1
 
-func zreportRowOf(a *zreport.Aggregate) (zreportRow, error) {
+func zreportRowOf(a *zreport.Aggregate) (ZReportRow, error) {
 	diffs, err := json.Marshal(a.Differences)
 	if err != nil {
-		return zreportRow{}, err
+		return ZReportRow{}, err
 	}
 	missing := make([]string, len(a.Missing))
 	for i, m := range a.Missing {
 		missing[i] = string(m)
 	}
-	r := zreportRow{
+	r := ZReportRow{
 		FiscalDrive: a.FiscalDrive, Shift: a.Shift, Version: a.Version, Status: string(a.Status),
 		ShiftClosedAt: a.ShiftClosedAt.UnixMicro(), FinalizedAt: a.FinalizedAt.UnixMicro(), Reason: a.Reason,
 		Missing:       strings.Join(missing, ","),
@@ -93,7 +94,7 @@ func zreportRowOf(a *zreport.Aggregate) (zreportRow, error) {
 	return r, nil
 }
 
-func (r *zreportRow) aggregate() (*zreport.Aggregate, error) {
+func (r *ZReportRow) aggregate() (*zreport.Aggregate, error) {
 	a := &zreport.Aggregate{
 		FiscalDrive: r.FiscalDrive, Shift: r.Shift, Version: r.Version, Status: zreport.Status(r.Status),
 		ShiftClosedAt: time.UnixMicro(r.ShiftClosedAt).UTC(), FinalizedAt: time.UnixMicro(r.FinalizedAt).UTC(),
@@ -152,8 +153,8 @@ func writeZReportFile(ctx context.Context, lk *lake.Lake, a *zreport.Aggregate) 
 	}
 	key := zreportDateDir(a.ShiftClosedAt) + "/" + name
 	_, err = lk.WriteFile(ctx, key, func(w io.Writer) error {
-		pw := parquet.NewGenericWriter[zreportRow](w, parquet.Compression(&zstd.Codec{}), parquet.DataPageVersion(1))
-		if _, err := pw.Write([]zreportRow{row}); err != nil {
+		pw := parquet.NewGenericWriter[ZReportRow](w, parquet.Compression(&zstd.Codec{}), parquet.DataPageVersion(1))
+		if _, err := pw.Write([]ZReportRow{row}); err != nil {
 			return err
 		}
 		return pw.Close()
@@ -171,7 +172,7 @@ func readZReportFile(ctx context.Context, lk *lake.Lake, key string) (_ *zreport
 	if err != nil {
 		return nil, fmt.Errorf("zreport: read %s: %w", key, err)
 	}
-	rows, err := parquet.Read[zreportRow](bytes.NewReader(b), int64(len(b)))
+	rows, err := parquet.Read[ZReportRow](bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		return nil, fmt.Errorf("zreport: read %s: %w", key, err)
 	}

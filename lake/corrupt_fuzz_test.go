@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"reckon/internal/testing/corrupt"
 )
 
 // corruptBase is a valid raw file of one hour (several row groups, so
@@ -103,22 +105,8 @@ func FuzzCorruptRawFile(f *testing.F) {
 	f.Add(^uint32(0)-200, byte(0x10), uint32(0)) // inside the footer
 	f.Fuzz(func(t *testing.T, pos uint32, flip byte, cut uint32) {
 		corruptFixture(t)
-		data := append([]byte(nil), corruptBase.file...)
-		n := uint32(len(data))
-		if flip != 0 {
-			data[pos%n] ^= flip
-		}
-		if cut > 0 {
-			data = data[:n-cut%n]
-		}
-		dir := t.TempDir()
-		p := filepath.Join(dir, filepath.FromSlash(corruptBase.key))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		n := uint32(len(corruptBase.file))
+		dir := corrupt.Root(t, corruptBase.key, corrupt.Bytes(corruptBase.file, pos, flip, cut))
 		l := mustOpen(t, Options{Root: dir})
 		name := filepath.Base(corruptBase.key)
 		check := func(what string, err error) bool {
@@ -193,22 +181,8 @@ func FuzzCorruptPaneFile(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, pos uint32, flip byte, cut uint32) {
-		data := append([]byte(nil), orig...)
-		n := uint32(len(data))
-		if flip != 0 {
-			data[pos%n] ^= flip
-		}
-		if cut > 0 {
-			data = data[:n-cut%n]
-		}
-		root := t.TempDir()
-		p := filepath.Join(root, filepath.FromSlash(key))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		n := uint32(len(orig))
+		root := corrupt.Root(t, key, corrupt.Bytes(orig, pos, flip, cut))
 		got, err := mustOpen(t, Options{Root: root}).ReadPanes(context.Background(), "payments", testStart, testStart.Add(time.Hour))
 		if err != nil {
 			if !strings.Contains(err.Error(), filepath.Base(key)) || !errors.Is(err, ErrBadFile) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,22 +46,11 @@ const (
 )
 
 // WindowRow is one row of the windows table: the summaries columns of the
-// window's latest version, its status and when it was published.
+// window's latest version (the embedded SummaryRow: its columns come
+// first, in its order, and its Pane converts the row back), its status and
+// when it was published.
 type WindowRow struct {
-	Stream      string  `parquet:"stream,dict"`
-	Key         string  `parquet:"key,dict"`
-	WindowStart int64   `parquet:"window_start,timestamp(microsecond:utc)"`
-	WindowEnd   int64   `parquet:"window_end,timestamp(microsecond:utc)"`
-	Count       int64   `parquet:"count"`
-	Sum         float64 `parquet:"sum"`
-	Min         float64 `parquet:"min"`
-	Max         float64 `parquet:"max"`
-	Version     int64   `parquet:"version"`
-	Timing      string  `parquet:"timing,dict"`
-	ComputedBy  string  `parquet:"computed_by,dict"`
-	Watermark   int64   `parquet:"watermark,timestamp(microsecond:utc)"`
-	EmittedAt   int64   `parquet:"emitted_at,timestamp(microsecond:utc)"`
-	Reason      string  `parquet:"reason"`
+	SummaryRow
 	// Status is StatusProvisional, StatusFinal or StatusCorrected.
 	Status string `parquet:"status,dict"`
 	// UpdatedAt is the latest version's emitted_at.
@@ -91,15 +81,6 @@ type CorrectionRow struct {
 	// version and when (NULL like the other Prev columns).
 	PrevComputedBy *string `parquet:"prev_computed_by,optional"`
 	PrevEmittedAt  *int64  `parquet:"prev_emitted_at,optional,timestamp(microsecond:utc)"`
-}
-
-// Pane converts a windows row back to its pane.
-func (r WindowRow) Pane() event.Pane { return r.summary().Pane() }
-
-func (r WindowRow) summary() SummaryRow {
-	return SummaryRow{Stream: r.Stream, Key: r.Key, WindowStart: r.WindowStart, WindowEnd: r.WindowEnd,
-		Count: r.Count, Sum: r.Sum, Min: r.Min, Max: r.Max, Version: r.Version, Timing: r.Timing,
-		ComputedBy: r.ComputedBy, Watermark: r.Watermark, EmittedAt: r.EmittedAt, Reason: r.Reason}
 }
 
 // CurateResult says what a curation rewrote.
@@ -242,6 +223,15 @@ type curatedHour struct {
 type curatedKey struct {
 	key   string
 	start int64
+}
+
+// compare orders windows by key, then window start: the curated files'
+// row order.
+func (k curatedKey) compare(o curatedKey) int {
+	if c := strings.Compare(k.key, o.key); c != 0 {
+		return c
+	}
+	return cmpInt64(k.start, o.start)
 }
 
 type correctionKey struct {
@@ -406,9 +396,7 @@ func (st *curatedHour) addVersion(r *SummaryRow) {
 	}
 	checked := st.checked[k] || cur != nil && cur.Status != StatusProvisional
 	delete(st.checked, k)
-	w := &WindowRow{Stream: r.Stream, Key: r.Key, WindowStart: r.WindowStart, WindowEnd: r.WindowEnd,
-		Count: r.Count, Sum: r.Sum, Min: r.Min, Max: r.Max, Version: r.Version, Timing: r.Timing,
-		ComputedBy: r.ComputedBy, Watermark: r.Watermark, EmittedAt: r.EmittedAt, Reason: r.Reason, UpdatedAt: r.EmittedAt}
+	w := &WindowRow{SummaryRow: *r, UpdatedAt: r.EmittedAt}
 	w.Status = windowStatus(w.ComputedBy, checked)
 	if cur == nil {
 		st.wOrder = append(st.wOrder, k)
@@ -526,24 +514,15 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 		ws = append(ws, *st.windows[k])
 	}
 	cmpWindows := func(a, b WindowRow) int {
-		if c := strings.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		return cmpInt64(a.WindowStart, b.WindowStart)
+		return curatedKey{a.Key, a.WindowStart}.compare(curatedKey{b.Key, b.WindowStart})
 	}
 	if !slices.IsSortedFunc(ws, cmpWindows) {
 		slices.SortFunc(ws, cmpWindows)
 	}
 	var checked [][2]any
-	for k := range st.checked {
+	for _, k := range slices.SortedFunc(maps.Keys(st.checked), curatedKey.compare) {
 		checked = append(checked, [2]any{k.key, k.start})
 	}
-	slices.SortFunc(checked, func(a, b [2]any) int {
-		if c := strings.Compare(a[0].(string), b[0].(string)); c != 0 {
-			return c
-		}
-		return cmpInt64(a[1].(int64), b[1].(int64))
-	})
 	opts := l.writerOptions(summarySorting[:2]...)
 	if len(checked) > 0 {
 		b, err := json.Marshal(checked)
@@ -553,13 +532,7 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 		opts = append(opts, parquet.KeyValueMetadata(checkedMetaKey, string(b)))
 	}
 	key := joinKey(wdir, windowsFile(hour))
-	if _, err := l.store.put(ctx, key, func(out io.Writer) error {
-		w := parquet.NewGenericWriter[WindowRow](out, opts...)
-		if _, err := w.Write(ws); err != nil {
-			return err
-		}
-		return w.Close()
-	}); err != nil {
+	if _, err := putRows(ctx, l, key, ws, opts...); err != nil {
 		return res, err
 	}
 	res.Files, res.Windows = append(res.Files, key), int64(len(ws))
@@ -571,10 +544,7 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 		cs = append(cs, *st.corrections[k])
 	}
 	cmpCorrections := func(a, b CorrectionRow) int {
-		if c := strings.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		if c := cmpInt64(a.WindowStart, b.WindowStart); c != 0 {
+		if c := (curatedKey{a.Key, a.WindowStart}).compare(curatedKey{b.Key, b.WindowStart}); c != 0 {
 			return c
 		}
 		return cmpInt64(a.Version, b.Version)
@@ -583,13 +553,7 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 		slices.SortFunc(cs, cmpCorrections)
 	}
 	key = joinKey(cdir, correctionsFile(hour))
-	if _, err := l.store.put(ctx, key, func(out io.Writer) error {
-		w := parquet.NewGenericWriter[CorrectionRow](out, l.writerOptions(summarySorting...)...)
-		if _, err := w.Write(cs); err != nil {
-			return err
-		}
-		return w.Close()
-	}); err != nil {
+	if _, err := putRows(ctx, l, key, cs, l.writerOptions(summarySorting...)...); err != nil {
 		return res, err
 	}
 	res.Files, res.Corrections = append(res.Files, key), int64(len(cs))
@@ -609,39 +573,24 @@ func (l *Lake) ReadCorrections(ctx context.Context, stream string, from, to time
 }
 
 func readCuratedTable[T any](ctx context.Context, l *Lake, table, stream string, from, to time.Time, start func(*T) int64) ([]T, error) {
-	if err := ValidateName(stream); err != nil {
-		return nil, err
-	}
-	base := table + "/stream=" + stream
-	days, err := l.store.list(ctx, base)
+	files, err := l.paneTableFiles(ctx, table, stream, from, to)
 	if err != nil {
-		return nil, fmt.Errorf("lake: %s: %w", table, err)
+		return nil, err
 	}
 	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
 	var out []T
-	for _, d := range days {
-		day, ok := parseDateDir("window_date", d.name)
-		if !ok || !d.dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
+	for _, f := range files {
+		h, ok := curatedHourOf(f.name)
+		if !ok || f.day.UnixMicro()+int64(h+1)*microsPerHour <= fromUS || f.day.UnixMicro()+int64(h)*microsPerHour >= toUS {
 			continue
 		}
-		dir := joinKey(base, d.name)
-		files, err := l.lakeFiles(ctx, dir)
+		rows, err := readRows[T](ctx, l, f.key, f.size)
 		if err != nil {
-			return nil, fmt.Errorf("lake: %s: %w", table, err)
+			return nil, err
 		}
-		for _, f := range files {
-			h, ok := curatedHourOf(f.name)
-			if !ok || day.UnixMicro()+int64(h+1)*microsPerHour <= fromUS || day.UnixMicro()+int64(h)*microsPerHour >= toUS {
-				continue
-			}
-			rows, err := readRows[T](ctx, l, joinKey(dir, f.name), f.size)
-			if err != nil {
-				return nil, err
-			}
-			for i := range rows {
-				if s := start(&rows[i]); s >= fromUS && s < toUS {
-					out = append(out, rows[i])
-				}
+		for i := range rows {
+			if s := start(&rows[i]); s >= fromUS && s < toUS {
+				out = append(out, rows[i])
 			}
 		}
 	}

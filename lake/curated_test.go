@@ -33,9 +33,7 @@ func curatedOracle(published []event.Pane, checked map[curatedKey]bool) (map[cur
 		} else if checked[k] {
 			status = StatusFinal
 		}
-		ws[k] = WindowRow{Stream: l.Stream, Key: l.Key, WindowStart: l.WindowStart, WindowEnd: l.WindowEnd, Count: l.Count, Sum: l.Sum,
-			Min: l.Min, Max: l.Max, Version: l.Version, Timing: l.Timing, ComputedBy: l.ComputedBy, Watermark: l.Watermark,
-			EmittedAt: l.EmittedAt, Reason: l.Reason, Status: status, UpdatedAt: l.EmittedAt}
+		ws[k] = WindowRow{SummaryRow: l, Status: status, UpdatedAt: l.EmittedAt}
 		for i, v := range vs {
 			if v.ComputedBy != event.ComputedByBatch {
 				continue

@@ -97,13 +97,7 @@ func (l *Lake) writeSummaryRows(ctx context.Context, table, stream, name string,
 		}
 		dir := paneDateKey(table, stream, time.UnixMicro(day*microsPerDay))
 		part := rows[lo:hi]
-		size, err := l.store.put(ctx, joinKey(dir, file), func(out io.Writer) error {
-			w := parquet.NewGenericWriter[SummaryRow](out, l.writerOptions(summarySorting...)...)
-			if _, err := w.Write(part); err != nil {
-				return err
-			}
-			return w.Close()
-		})
+		size, err := putRows(ctx, l, joinKey(dir, file), part, l.writerOptions(summarySorting...)...)
 		if err != nil {
 			return files, err
 		}
@@ -137,14 +131,18 @@ func (l *Lake) readPaneTable(ctx context.Context, table, stream string, from, to
 	return out, nil
 }
 
-// tableFile is one file of a pane table: its key and size.
+// tableFile is one file of a table partitioned by window date: its key and
+// size, its name and window date (UTC midnight).
 type tableFile struct {
 	key  string
 	size int64
+	name string
+	day  time.Time
 }
 
-// paneTableFiles lists the files of stream in table whose window dates
-// overlap [from, to), date by date, each date's in name order.
+// paneTableFiles lists the files of stream in table (a pane table or a
+// curated one) whose window dates overlap [from, to), date by date, each
+// date's in name order.
 func (l *Lake) paneTableFiles(ctx context.Context, table, stream string, from, to time.Time) ([]tableFile, error) {
 	if err := ValidateName(stream); err != nil {
 		return nil, err
@@ -167,7 +165,7 @@ func (l *Lake) paneTableFiles(ctx context.Context, table, stream string, from, t
 			return nil, fmt.Errorf("lake: %s: %w", table, err)
 		}
 		for _, f := range files {
-			out = append(out, tableFile{joinKey(dir, f.name), f.size})
+			out = append(out, tableFile{joinKey(dir, f.name), f.size, f.name, day})
 		}
 	}
 	return out, nil
@@ -319,4 +317,16 @@ func readRows[T any](ctx context.Context, l *Lake, key string, size int64) (_ []
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
 	}
 	return rows, nil
+}
+
+// putRows writes rows as the parquet file key, atomically, and returns
+// its size.
+func putRows[T any](ctx context.Context, l *Lake, key string, rows []T, opts ...parquet.WriterOption) (int64, error) {
+	return l.store.put(ctx, key, func(out io.Writer) error {
+		w := parquet.NewGenericWriter[T](out, opts...)
+		if _, err := w.Write(rows); err != nil {
+			return err
+		}
+		return w.Close()
+	})
 }

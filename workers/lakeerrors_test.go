@@ -11,13 +11,9 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/activities"
-	"reckon/internal/config"
-	"reckon/internal/temporalconn"
-	"reckon/internal/testing/testenv"
 	"reckon/lake"
 )
 
@@ -29,14 +25,9 @@ import (
 // retry forever; a transient fault of the same activity is retried and
 // gets through (docs/adr/0022-lake-fault-injection.md).
 func TestPermanentLakeErrorFailsTheWorkflowAtOnce(t *testing.T) {
-	_, hostport := testenv.Temporal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := temporalconn.Dial(ctx, config.Temporal{Address: hostport, Namespace: "default"}, nil, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialTestTemporal(t, ctx, nil)
 	root := t.TempDir()
 	open := func(k lake.FaultKind) *lake.Lake {
 		l, err := lake.Open(lake.Options{Root: root, Faults: &lake.Faults{Seed: 1, Rules: []lake.FaultRule{{Op: lake.OpReadFile, Kind: k, Rate: 1}}}})
@@ -71,12 +62,7 @@ func TestPermanentLakeErrorFailsTheWorkflowAtOnce(t *testing.T) {
 		})
 		return workflow.ExecuteActivity(ctx, "ReadProgress", which).Get(ctx, nil)
 	}
-	w := worker.New(c, queue, batchWorkerOptions())
-	w.RegisterActivityWithOptions(readProgress, activity.RegisterOptions{Name: "ReadProgress"})
-	w.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: "LakeErrors"})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
+	w := startBatchTestWorker(t, c, queue, "ReadProgress", readProgress, "LakeErrors", wf)
 	defer w.Stop()
 
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "lake-errors-denied", TaskQueue: queue}, "LakeErrors", "denied")

@@ -41,17 +41,7 @@ type quietStop struct {
 
 // InterceptActivity implements interceptor.WorkerInterceptor.
 func (*quietStop) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
-	return &quietStopActivity{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}}
-}
-
-type quietStopActivity struct {
-	interceptor.ActivityInboundInterceptorBase
-}
-
-// ExecuteActivity implements interceptor.ActivityInboundInterceptor.
-func (a *quietStopActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	out, err := a.Next.ExecuteActivity(ctx, in)
-	return out, stoppingError(ctx, err)
+	return activities.MapActivityErrors(next, stoppingError)
 }
 
 // stoppingError returns err as a benign, retryable application error when

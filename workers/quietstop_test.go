@@ -25,16 +25,10 @@ import (
 // activity long-polls (as ReadLate does) logs no error; the attempt is
 // reported as a benign failure and the next worker retries it.
 func TestWorkerStopIsNotAnActivityError(t *testing.T) {
-	_, hostport := testenv.Temporal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var logs lockedBuffer // archive_kill_test.go
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c, err := temporalconn.Dial(ctx, config.Temporal{Address: hostport, Namespace: "default"}, log, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialTestTemporal(t, ctx, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 
 	const queue = "quiet-stop"
 	started := make(chan struct{}, 1)
@@ -54,13 +48,7 @@ func TestWorkerStopIsNotAnActivityError(t *testing.T) {
 		return workflow.ExecuteActivity(ctx, "LongPoll").Get(ctx, nil)
 	}
 	newWorker := func() worker.Worker {
-		w := worker.New(c, queue, batchWorkerOptions())
-		w.RegisterActivityWithOptions(longPoll, activity.RegisterOptions{Name: "LongPoll"})
-		w.RegisterWorkflowWithOptions(watch, workflow.RegisterOptions{Name: "QuietStopWatch"})
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return w
+		return startBatchTestWorker(t, c, queue, "LongPoll", longPoll, "QuietStopWatch", watch)
 	}
 
 	w := newWorker()
@@ -138,4 +126,32 @@ func TestStoppingError(t *testing.T) {
 	if !ok || ae.Type() != errTypeWorkerStopping || ae.Category() != temporal.ApplicationErrorCategoryBenign || ae.NonRetryable() || !errors.Is(got, context.Canceled) {
 		t.Errorf("at shutdown: %v", got)
 	}
+}
+
+// dialTestTemporal starts a Temporal dev server and dials it as the
+// workers do (temporalconn.Dial), logging to log (nil: the SDK's default
+// logger); the client closes at cleanup.
+func dialTestTemporal(t *testing.T, ctx context.Context, log *slog.Logger) client.Client {
+	t.Helper()
+	_, hostport := testenv.Temporal(t)
+	c, err := temporalconn.Dial(ctx, config.Temporal{Address: hostport, Namespace: "default"}, log, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// startBatchTestWorker starts a worker on queue with the batch worker's
+// options (batchWorkerOptions: its interceptors), running one activity and
+// one workflow registered under the given names. The caller stops it.
+func startBatchTestWorker(t *testing.T, c client.Client, queue, activityName string, act any, workflowName string, wf any) worker.Worker {
+	t.Helper()
+	w := worker.New(c, queue, batchWorkerOptions())
+	w.RegisterActivityWithOptions(act, activity.RegisterOptions{Name: activityName})
+	w.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: workflowName})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

@@ -134,34 +134,53 @@ func (t TLSConfig) ClientConfig(at string) (*tls.Config, error) {
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
+		pool, err := loadCertPool(at+".ca_file", t.CAFile)
 		if err != nil {
-			// *PathError carries the path and the OS reason.
-			return nil, fmt.Errorf("config: %s.ca_file: %w", at, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("config: %s.ca_file %s: no PEM certificate in it", at, t.CAFile)
+			return nil, err
 		}
 		c.RootCAs = pool
 	}
 	if t.CertFile != "" || t.KeyFile != "" {
-		certPEM, err := os.ReadFile(t.CertFile)
+		cert, err := loadKeyPair(at, t.CertFile, t.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("config: %s.cert_file: %w", at, err)
-		}
-		keyPEM, err := os.ReadFile(t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("config: %s.key_file: %w", at, err)
-		}
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			// X509KeyPair's errors describe PEM structure, not key bytes.
-			return nil, fmt.Errorf("config: %s.cert_file %s / %s.key_file %s: %w", at, t.CertFile, at, t.KeyFile, err)
+			return nil, err
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// loadCertPool reads the PEM bundle file of config key at into a pool.
+func loadCertPool(at, file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		// *PathError carries the path and the OS reason.
+		return nil, fmt.Errorf("config: %s: %w", at, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("config: %s %s: no PEM certificate in it", at, file)
+	}
+	return pool, nil
+}
+
+// loadKeyPair reads the certificate and key files of section at (its
+// cert_file and key_file).
+func loadKeyPair(at, certFile, keyFile string) (tls.Certificate, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("config: %s.cert_file: %w", at, err)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("config: %s.key_file: %w", at, err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		// X509KeyPair's errors describe PEM structure, not key bytes.
+		return tls.Certificate{}, fmt.Errorf("config: %s.cert_file %s / %s.key_file %s: %w", at, certFile, at, keyFile, err)
+	}
+	return cert, nil
 }
 
 // validateSecurity reports every security problem of c: incomplete SASL,

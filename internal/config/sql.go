@@ -2,10 +2,7 @@ package config
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
 	"net"
-	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -95,27 +92,15 @@ func (t ServerTLS) ServerConfig(at string) (*tls.Config, error) {
 	if !t.Enabled {
 		return nil, nil
 	}
-	certPEM, err := os.ReadFile(t.CertFile)
+	cert, err := loadKeyPair(at, t.CertFile, t.KeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("config: %s.cert_file: %w", at, err)
-	}
-	keyPEM, err := os.ReadFile(t.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("config: %s.key_file: %w", at, err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("config: %s.cert_file %s / %s.key_file %s: %w", at, t.CertFile, at, t.KeyFile, err)
+		return nil, err
 	}
 	c := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if t.ClientCAFile != "" {
-		pem, err := os.ReadFile(t.ClientCAFile)
+		pool, err := loadCertPool(at+".client_ca_file", t.ClientCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("config: %s.client_ca_file: %w", at, err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("config: %s.client_ca_file %s: no PEM certificate in it", at, t.ClientCAFile)
+			return nil, err
 		}
 		c.ClientCAs, c.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}

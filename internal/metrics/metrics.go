@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -107,26 +108,40 @@ func (r *Registry) Gauge(name, help string, labels ...string) *Vec {
 }
 
 func (r *Registry) family(name, help, kind string, labels []string) *Vec {
+	return register(r, name, func() *Vec {
+		return &Vec{name: name, help: help, kind: kind, labels: labels, values: map[string]*Value{}}
+	})
+}
+
+// register returns the family registered as name, registering mk's the
+// first time.
+func register[F family](r *Registry, name string, mk func() F) F {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if f, ok := r.fams[name]; ok {
-		return f.(*Vec)
+		return f.(F)
 	}
-	v := &Vec{name: name, help: help, kind: kind, labels: labels, values: map[string]*Value{}}
-	r.fams[name] = v
-	return v
+	f := mk()
+	r.fams[name] = f
+	return f
 }
 
 // With returns the series for the label values (in the family's label order).
 func (v *Vec) With(values ...string) *Value {
+	return series(&v.mu, v.values, values, func() *Value { return &Value{labels: append([]string(nil), values...)} })
+}
+
+// series returns the series of m for the label values, adding mk's the
+// first time; mu protects m.
+func series[T any](mu *sync.Mutex, m map[string]*T, values []string, mk func() *T) *T {
 	k := strings.Join(values, "\x00")
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if x, ok := v.values[k]; ok {
+	mu.Lock()
+	defer mu.Unlock()
+	if x, ok := m[k]; ok {
 		return x
 	}
-	x := &Value{labels: append([]string(nil), values...)}
-	v.values[k] = x
+	x := mk()
+	m[k] = x
 	return x
 }
 
@@ -176,12 +191,7 @@ func (v *Vec) write(w *strings.Builder) {
 	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", v.name, v.help, v.name, v.kind)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	keys := make([]string, 0, len(v.values))
-	for k := range v.values {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(v.values)) {
 		x := v.values[k]
 		w.WriteString(v.name)
 		writeLabels(w, v.labels, x.labels, "", "")
@@ -241,27 +251,16 @@ type Hist struct {
 // Histogram registers (or returns the existing) histogram family with the
 // given ascending upper bucket bounds (+Inf is added).
 func (r *Registry) Histogram(name, help string, bounds []float64, labels ...string) *HistVec {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f, ok := r.fams[name]; ok {
-		return f.(*HistVec)
-	}
-	h := &HistVec{name: name, help: help, labels: labels, bounds: slices.Clone(bounds), values: map[string]*Hist{}}
-	r.fams[name] = h
-	return h
+	return register(r, name, func() *HistVec {
+		return &HistVec{name: name, help: help, labels: labels, bounds: slices.Clone(bounds), values: map[string]*Hist{}}
+	})
 }
 
 // With returns the histogram for the label values (in the family's order).
 func (v *HistVec) With(values ...string) *Hist {
-	k := strings.Join(values, "\x00")
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if x, ok := v.values[k]; ok {
-		return x
-	}
-	x := &Hist{labels: slices.Clone(values), bounds: v.bounds, counts: make([]uint64, len(v.bounds)+1)}
-	v.values[k] = x
-	return x
+	return series(&v.mu, v.values, values, func() *Hist {
+		return &Hist{labels: slices.Clone(values), bounds: v.bounds, counts: make([]uint64, len(v.bounds)+1)}
+	})
 }
 
 // Observe adds one observation.
@@ -285,12 +284,7 @@ func (v *HistVec) write(w *strings.Builder) {
 	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", v.name, v.help, v.name)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	keys := make([]string, 0, len(v.values))
-	for k := range v.values {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(v.values)) {
 		x := v.values[k]
 		x.mu.Lock()
 		var cum uint64

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"reckon/activities"
 	"reckon/internal/event"
 	"reckon/lake"
 )
@@ -174,7 +174,7 @@ func buildLake(t testing.TB) *testLake {
 
 	// Z-reports: shift 1 of one fiscal drive, v1 incomplete at t0+2h, v2
 	// complete at t0+4h.
-	for _, z := range []zreportRow{
+	for _, z := range []activities.ZReportRow{
 		{FiscalDrive: "9999078900001234", Shift: 1, Version: 1, Status: "incomplete", ShiftClosedAt: t0.UnixMicro(),
 			FinalizedAt: t0.Add(2 * time.Hour).UnixMicro(), Reason: "retention", Missing: "rms", DifferencesJSON: "[]", SchemaVersion: 1},
 		{FiscalDrive: "9999078900001234", Shift: 1, Version: 2, Status: "complete", ShiftClosedAt: t0.UnixMicro(),
@@ -186,41 +186,11 @@ func buildLake(t testing.TB) *testLake {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := parquet.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-v%d.parquet", z.FiscalDrive, z.Shift, z.Version)), []zreportRow{z}); err != nil {
+		if err := parquet.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d-v%d.parquet", z.FiscalDrive, z.Shift, z.Version)), []activities.ZReportRow{z}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return tl
-}
-
-// zreportRow mirrors the zreports table's schema
-// (activities/zreport_lake.go).
-type zreportRow struct {
-	FiscalDrive     string   `parquet:"fiscal_drive"`
-	Shift           int64    `parquet:"shift"`
-	Version         int64    `parquet:"version"`
-	Status          string   `parquet:"status,dict"`
-	ShiftClosedAt   int64    `parquet:"shift_closed_at,timestamp(microsecond)"`
-	FinalizedAt     int64    `parquet:"finalized_at,timestamp(microsecond)"`
-	Reason          string   `parquet:"reason"`
-	OFDReceipts     *int64   `parquet:"ofd_receipts_count,optional"`
-	OFDTotal        *float64 `parquet:"ofd_total_amount,optional"`
-	OFDEventID      *string  `parquet:"ofd_event_id,optional"`
-	DWHReceipts     *int64   `parquet:"dwh_receipts_count,optional"`
-	DWHTotal        *float64 `parquet:"dwh_total_amount,optional"`
-	DWHEventID      *string  `parquet:"dwh_event_id,optional"`
-	RMSReceipts     *int64   `parquet:"rms_receipts_count,optional"`
-	RMSTotal        *float64 `parquet:"rms_total_amount,optional"`
-	RMSEventID      *string  `parquet:"rms_event_id,optional"`
-	Missing         string   `parquet:"missing"`
-	OFDDuplicates   int64    `parquet:"ofd_duplicates"`
-	DWHDuplicates   int64    `parquet:"dwh_duplicates"`
-	RMSDuplicates   int64    `parquet:"rms_duplicates"`
-	OFDCorrections  int64    `parquet:"ofd_corrections"`
-	DWHCorrections  int64    `parquet:"dwh_corrections"`
-	RMSCorrections  int64    `parquet:"rms_corrections"`
-	DifferencesJSON string   `parquet:"differences"`
-	SchemaVersion   int32    `parquet:"schema_version"`
 }
 
 // openEngine opens an engine over root, closed at cleanup.
@@ -308,7 +278,7 @@ func readInfo(ctx context.Context, c *flightsql.Client, info *flight.FlightInfo,
 		out.schema = rdr.Schema()
 		for rdr.Next() {
 			rec := rdr.RecordBatch()
-			out.rows = append(out.rows, recordStrings(rec)...)
+			out.rows = append(out.rows, cellStrings(rec)...)
 		}
 		err = rdr.Err()
 		rdr.Release()
@@ -317,21 +287,6 @@ func readInfo(ctx context.Context, c *flightsql.Client, info *flight.FlightInfo,
 		}
 	}
 	return out, nil
-}
-
-func recordStrings(rec arrow.RecordBatch) [][]string {
-	rows := make([][]string, rec.NumRows())
-	for r := range rows {
-		rows[r] = make([]string, rec.NumCols())
-		for c, col := range rec.Columns() {
-			if col.IsNull(r) {
-				rows[r][c] = "NULL"
-			} else {
-				rows[r][c] = strings.Clone(col.ValueStr(r)) // ValueStr may alias the batch's memory
-			}
-		}
-	}
-	return rows
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
