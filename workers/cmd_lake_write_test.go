@@ -107,7 +107,11 @@ func TestLakeWriteMemoryIsBoundedByABatch(t *testing.T) {
 	small := lakeWriteHeapGrowth(t, 640)
 	large := lakeWriteHeapGrowth(t, 3200)
 	t.Logf("live heap grew by %d MiB for 64 MiB of input, %d MiB for 320 MiB (4 MiB batches)", small>>20, large>>20)
-	if large > small+16<<20 || large > 128<<20 {
+	// The live heap is the test process's: other tests' allocations and
+	// GC timing move it by tens of MiB, so the bound leaves room for that.
+	// Memory that followed the input would grow by ~3× the input (the
+	// code before batches ended at --batch-bytes: 756 MiB for 256 MiB).
+	if large > small+48<<20 || large > 128<<20 {
 		t.Errorf("live heap grew by %d MiB for 64 MiB of input, %d MiB for 320 MiB: memory follows the input, not the batch", small>>20, large>>20)
 	}
 }
