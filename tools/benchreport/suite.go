@@ -193,6 +193,14 @@ var Suite = []Section{
 		},
 	},
 	{
+		Title: "Compaction, one core",
+		About: "One closed hour of the payments topic (3 partitions, 181 archive files, 1% redeliveries) compacted as docs/adr/0018-continuous-compaction.md does: a k-way merge across partitions, duplicate event_ids dropped to raw_dropped/, files of up to 1 M rows (zstd level 1), inputs deleted; and an open hour's partitions (60 archive files each) merged, every offset kept. Rows per CPU-second with `-cpu 1`, beside the archive writer of the same run.",
+		Rows: []Row{
+			{Case: "closed hour (dedup, across partitions)", Reckon: fig(pkgLake, "BenchmarkCompactClosedHour", "rows/cpu-s"), Ref: ref(pkgLake, "BenchmarkWriteRaw/zstd=1", "rows/cpu-s")},
+			{Case: "open hour (per partition, every offset)", Reckon: fig(pkgLake, "BenchmarkCompactOpenHour", "rows/cpu-s"), Ref: ref(pkgLake, "BenchmarkWriteRaw/zstd=1", "rows/cpu-s")},
+		},
+	},
+	{
 		Title: "Lake query vs DuckDB",
 		Goal:  "hourly aggregation ≤ 2.0× DuckDB's time",
 		About: "Hourly count/sum/min/max per key over a day of raw files (RECKON_BENCH_ROWS rows, 24 hourly files, 50 keys), the same files in the same run: reckon's reader (parquet-go, dedup by event_id), the same on arrow-go's pqarrow, DuckDB with `SET threads = 1` without and with `DISTINCT ON (event_id)`. Rows per CPU-second of the process.",
