@@ -339,3 +339,26 @@ func TestRetryLockLostAnswer(t *testing.T) {
 		unlock()
 	})
 }
+
+// TestStorageFailureIsNotBadFile: a read of a file that fails in the
+// storage, retries exhausted, is reported as a ReadError wrapping the
+// fault, not as a corrupt file, whether it strikes the footer or a row
+// group's pages.
+func TestStorageFailureIsNotBadFile(t *testing.T) {
+	forEachStore(t, func(t *testing.T, opts Options) {
+		clean := mustOpen(t, opts)
+		if _, err := clean.WriteRaw(t.Context(), topic, 0, 0, 499, genRows(500, 3, 20, 0, 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		o := opts
+		o.Faults = &Faults{Rules: []FaultRule{{Op: OpRead, Kind: FaultError, Rate: 1}}}
+		o.Retry = RetryOptions{MaxAttempts: 2, InitialBackoff: time.Millisecond}
+		l := mustOpen(t, o)
+		q := Query{Topic: topic, From: testStart, To: testStart.Add(3 * time.Hour)}
+		_, _, err := l.Aggregate(t.Context(), q, 5*time.Minute)
+		var re *ReadError
+		if !errors.As(err, &re) || errors.Is(err, ErrBadFile) || !errors.Is(err, ErrInjected) {
+			t.Errorf("a query whose reads fail in the storage: %v, want a ReadError wrapping the fault, not ErrBadFile", err)
+		}
+	})
+}
