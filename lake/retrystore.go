@@ -117,6 +117,7 @@ func opIndex(op FaultOp) int {
 }
 
 // noRetry marks an error a retry cannot help: the caller's own code failed.
+// It is transparent: its message and chain are the error's.
 type noRetry struct{ err error }
 
 func (e noRetry) Error() string { return e.err.Error() }
@@ -171,10 +172,6 @@ func (s *retryStore) do(ctx context.Context, op FaultOp, what string, fn func() 
 			return nil
 		}
 		if !retryable(ctx, err) {
-			var nr noRetry
-			if errors.As(err, &nr) {
-				err = nr.err
-			}
 			if attempt > 1 {
 				return fmt.Errorf("lake: %s %s: after %d attempts: %w", op, what, attempt, err)
 			}
