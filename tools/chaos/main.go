@@ -335,7 +335,7 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 
 	if lakeFaults > 0 {
 		injected := strings.Count(readFileString(devLog.Name()), "lake: injected ")
-		say("lake faults named in the stack's log: %d (failed attempts the stack retried)", injected)
+		say("lake faults named in the stack's log: %d (faults the lake gave up retrying: each failed an activity attempt, which Temporal retried)", injected)
 	}
 	fmt.Println("kills:")
 	for _, k := range kills {
