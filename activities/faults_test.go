@@ -232,6 +232,7 @@ func TestArchiveActivityUnderLakeFaults(t *testing.T) {
 			f := lake.UniformFaults(7, 0.1)
 			f.Latency, f.Timeout = 5*time.Millisecond, 30*time.Millisecond
 			opts.Faults = f
+			opts.Retry.MaxAttempts = 1 // every fault reaches the activity, as when the lake's retries give up
 			faulty, err := lake.Open(opts)
 			if err != nil {
 				t.Fatal(err)
@@ -322,16 +323,30 @@ func TestPermanentLakeErrorIsNonRetryable(t *testing.T) {
 // published are exactly those of a run without faults (one per corrected
 // window, no version published twice, even when an attempt failed after
 // publishing), the truth rows and the pane history are each in the lake
-// once, and a repeat under faults publishes nothing.
+// once, and a repeat under faults publishes nothing. "exhausted": the lake
+// does not retry (as when its retries give up), so attempts fail and the
+// activity's retries get past them; "lake retries": the same faults, and
+// the lake's bounded retries absorb every one: no attempt fails.
 func TestRecomputeUnderLakeFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kfake")
 	}
+	t.Run("exhausted", func(t *testing.T) {
+		// seeds 1-16 all pass; 7 fails 9 of 15 attempts
+		recomputeUnderLakeFaults(t, lake.UniformFaults(7, 0.15), lake.RetryOptions{MaxAttempts: 1})
+	})
+	t.Run("lake retries", func(t *testing.T) {
+		recomputeUnderLakeFaults(t, lake.UniformFaults(7, 0.15), lake.RetryOptions{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+	})
+}
+
+func recomputeUnderLakeFaults(t *testing.T, fl *lake.Faults, retry lake.RetryOptions) {
+	exhausted := retry.MaxAttempts == 1
+	before := storageRetries()
 	f := newTruthFixture(t)
 	scenario(t, f)
-	fl := lake.UniformFaults(7, 0.15) // seeds 1-16 all pass; 7 fails 9 of 15 attempts
 	fl.Latency, fl.Timeout = 5*time.Millisecond, 30*time.Millisecond
-	faulty, err := lake.Open(lake.Options{Root: f.cfg.Lake.Root, Faults: fl})
+	faulty, err := lake.Open(lake.Options{Root: f.cfg.Lake.Root, Faults: fl, Retry: retry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,8 +395,23 @@ func TestRecomputeUnderLakeFaults(t *testing.T) {
 	if _, all2 := latest(f.published(t)); fmt.Sprint(all) != fmt.Sprint(all2) {
 		t.Errorf("a repeat under faults published:\n%v\n%v", all, all2)
 	}
-	t.Logf("%d activity attempts (%d failed); %d faults injected", r.attempts, r.failed, faulty.FaultsInjected())
-	if r.failed == 0 {
+	retries := storageRetries() - before
+	t.Logf("%d activity attempts (%d failed); %d faults injected, %d storage calls retried", r.attempts, r.failed, faulty.FaultsInjected(), retries)
+	switch {
+	case exhausted && r.failed == 0:
 		t.Error("no attempt failed: the faults proved nothing")
+	case !exhausted && r.failed != 0:
+		t.Errorf("%d attempts failed: the lake's retries did not absorb the faults", r.failed)
+	case !exhausted && retries == 0:
+		t.Error("no storage call was retried: the faults proved nothing")
 	}
+}
+
+// storageRetries is the lake's retried storage calls so far, every op.
+func storageRetries() int64 {
+	var n int64
+	for _, s := range lake.StorageStats() {
+		n += s.Retries
+	}
+	return n
 }

@@ -156,7 +156,7 @@ func TestCancelledContext(t *testing.T) {
 		if p, err := l.ReadProgress(t.Context(), topic, 0); err != nil || p.NextOffset != 10 {
 			t.Errorf("progress after a cancelled write: %+v, %v", p, err)
 		}
-		if _, ok := l.store.(*s3Store); ok {
+		if _, ok := l.base().(*s3Store); ok {
 			if ups := uploads(t, l); len(ups) != 0 {
 				t.Errorf("unfinished uploads: %q", ups)
 			}

@@ -340,6 +340,7 @@ func (l *Lake) mergeOpen(ctx context.Context, topic, dir string, hf hourFiles, o
 		outName := FileName(topic, p, out.FirstOffset, out.LastOffset)
 		var rows, dups int64
 		size, err := l.store.put(ctx, joinKey(dir, outName), func(w io.Writer) error {
+			rows = 0 // a retried put writes the file again from its inputs
 			m, err := l.newMerger(ctx, dir, inputs)
 			if err != nil {
 				return err
@@ -436,7 +437,8 @@ func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, 
 		}
 		name := CompactedName(topic, gen, n)
 		var rows int64
-		size, err := l.store.put(ctx, joinKey(dir, name), func(w io.Writer) error {
+		// putOnce: the rows come from one merge that a retry cannot rewind.
+		size, err := l.putOnce(ctx, joinKey(dir, name), func(w io.Writer) error {
 			pw := parquet.NewGenericWriter[RawRow](w, l.writerOptions(rawSorting...)...)
 			for rows < o.MaxRows {
 				r, ok, err := m.nextEvent()
@@ -681,7 +683,7 @@ func (c *cursor) next() (bool, error) {
 	if err == nil || err == io.EOF {
 		return false, nil
 	}
-	return false, fmt.Errorf("%w: %s: %v", ErrBadFile, c.key, err)
+	return false, badFile(c.key, err)
 }
 
 func (c *cursor) close() {

@@ -135,10 +135,10 @@ func testCompact(t *testing.T, opts Options) {
 	if err != nil || len(res.Written) != 0 || len(res.Removed) != 0 || res.Files != 3 {
 		t.Errorf("third run: %+v, %v", res, err)
 	}
-	if _, ok := l.store.(*localStore); ok && len(res.TempRemoved) != 1 {
+	if _, ok := l.base().(*localStore); ok && len(res.TempRemoved) != 1 {
 		t.Errorf("third run removed %v, want the debris", res.TempRemoved)
 	}
-	if _, ok := l.store.(*s3Store); ok {
+	if _, ok := l.base().(*s3Store); ok {
 		if u := uploads(t, l); len(u) != 0 {
 			t.Errorf("uploads left: %v", u)
 		}

@@ -329,7 +329,7 @@ func (l *Lake) curateDay(ctx context.Context, stream string, day time.Time, summ
 // curateLock takes the curation lock of a windows day directory, waiting
 // (polling) while another curator holds it.
 func (l *Lake) curateLock(ctx context.Context, dir string) (func(), error) {
-	if ls, ok := l.store.(*localStore); ok {
+	if ls, ok := l.base().(*localStore); ok {
 		// A local lock file needs its directory; on S3 it is just a key.
 		if err := mkdirAllSync(ls.path(dir)); err != nil {
 			return nil, err

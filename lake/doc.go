@@ -45,7 +45,9 @@
 // Options.Faults wraps the storage in a fault injector for tests and
 // `make chaos` (docs/adr/0022-lake-fault-injection.md); IsPermanent tells a
 // storage failure no retry can fix (access denied, the bucket gone) from a
-// transient one.
+// transient one. Transient failures are retried inside the lake, a bounded
+// number of times with backoff (Options.Retry, lake/retrystore.go), and
+// counted (StorageStats).
 //
 // Package lake does not talk to Kafka or Temporal; the archive activities
 // read offset ranges and hand the records to a RawWriter.

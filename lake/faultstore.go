@@ -505,6 +505,10 @@ func (s *faultStore) remove(ctx context.Context, dir string, names []string) err
 }
 
 func (s *faultStore) lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+	return s.lockAs(ctx, dir, newLockToken(), now, maxAge)
+}
+
+func (s *faultStore) lockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (func(), error) {
 	kind, _ := s.draw(OpLock, dir)
 	if stop, err := s.before(ctx, OpLock, kind, dir); stop || err != nil {
 		return nil, err
@@ -512,10 +516,11 @@ func (s *faultStore) lock(ctx context.Context, dir string, now time.Time, maxAge
 	if kind == FaultNoSpace {
 		return nil, s.fault(OpLock, kind, dir)
 	}
-	unlock, err := s.next.lock(ctx, dir, now, maxAge)
+	unlock, err := s.next.lockAs(ctx, dir, token, now, maxAge)
 	if err == nil && kind == FaultLost {
-		// The lock was taken and the taker does not know: it stays until
-		// it is maxAge old and taken over.
+		// The lock was taken and the taker does not know: a call again
+		// with token takes it as its own; anyone else waits until it is
+		// maxAge old and taken over.
 		return nil, s.fault(OpLock, kind, dir)
 	}
 	return unlock, err
@@ -535,11 +540,15 @@ func (s *faultStore) removeStale(ctx context.Context, dir string, now time.Time,
 
 func (s *faultStore) remote() bool { return s.next.remote() }
 
+func (s *faultStore) unwrap() storage { return s.next }
+
 // FaultsInjected returns how many faults the lake's storage injected so
 // far: 0 without Options.Faults.
 func (l *Lake) FaultsInjected() int64 {
-	if s, ok := l.store.(*faultStore); ok {
-		return s.injected.Load()
+	for st := l.store; st != nil; st = unwrapStore(st) {
+		if s, ok := st.(*faultStore); ok {
+			return s.injected.Load()
+		}
 	}
 	return 0
 }

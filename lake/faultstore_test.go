@@ -33,9 +33,17 @@ const faultRate = 0.1
 const retryBound = 40
 
 // faultLake opens two handles on one lake: faulty, whose storage injects
-// f, and clean, without faults, to check what readers see.
+// f, and clean, without faults, to check what readers see. Unless
+// opts.Retry says otherwise, faulty does not retry (Retry.MaxAttempts 1):
+// every fault drawn reaches the caller, as when the lake's retries are
+// exhausted, so the path tests prove that a failure the lake gives up on
+// leaves nothing partial and that its activity's retry gets past it.
+// TestRetriesAtFaultRate runs the same paths with the lake's retries.
 func faultLake(t *testing.T, opts Options, f *Faults) (faulty, clean *Lake) {
 	t.Helper()
+	if opts.Retry == (RetryOptions{}) {
+		opts.Retry.MaxAttempts = 1
+	}
 	if f.Timeout == 0 {
 		f.Timeout = 30 * time.Millisecond
 	}
@@ -128,7 +136,7 @@ func checkVisible(t *testing.T, clean *Lake) {
 			}
 		}
 	}
-	if _, ok := clean.store.(*s3Store); ok {
+	if _, ok := clean.base().(*s3Store); ok {
 		if ups := uploads(t, clean); len(ups) != 0 {
 			t.Errorf("unfinished uploads left behind: %q", ups)
 		}
@@ -391,6 +399,9 @@ func TestReaderUnderFaults(t *testing.T) {
 				if !errors.Is(err, ErrInjected) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !strings.Contains(err.Error(), "injected") {
 					t.Errorf("a failed query does not name the fault: %v", err)
 				}
+				if errors.Is(err, ErrBadFile) {
+					t.Errorf("a storage failure is reported as a bad file: %v", err)
+				}
 				failed++
 				continue
 			}
@@ -429,6 +440,7 @@ func TestReaderUnderFaults(t *testing.T) {
 // failure would, and only FaultDenied is permanent.
 func TestFaultKinds(t *testing.T) {
 	forEachStore(t, func(t *testing.T, opts Options) {
+		opts.Retry = fastRetry // every call draws the fault: the retries give up
 		const key = "reports/k/file.json"
 		always := func(op FaultOp, k FaultKind) *Faults {
 			return &Faults{Rules: []FaultRule{{Op: op, Kind: k, Rate: 1}}, Timeout: 20 * time.Millisecond, Latency: time.Millisecond}
@@ -494,12 +506,23 @@ func TestFaultKinds(t *testing.T) {
 		o.Faults = always(OpLock, FaultLost)
 		lost := mustOpen(t, o)
 		putFile(t, clean, "raw/x/f.parquet", []byte("x")) // a directory to lock
-		if _, err := lost.store.lock(t.Context(), "raw/x", time.Now(), time.Hour); !errors.Is(err, ErrInjected) {
+		if _, err := lost.store.lockAs(t.Context(), "raw/x", "taker-1", time.Now(), time.Hour); !errors.Is(err, ErrInjected) {
 			t.Errorf("lock with a lost answer: %v", err)
 		}
 		if _, err := clean.store.lock(t.Context(), "raw/x", time.Now(), time.Hour); err == nil || !strings.Contains(err.Error(), "another compaction") {
 			t.Errorf("the lock whose answer was lost is not held: %v", err)
 		}
+		// Its taker, asking again, recognises the lock as its own.
+		unlock, err := clean.store.lockAs(t.Context(), "raw/x", "taker-1", time.Now(), time.Hour)
+		if err != nil {
+			t.Fatalf("the taker of a lock whose answer was lost cannot take it: %v", err)
+		}
+		unlock()
+		unlock, err = clean.store.lock(t.Context(), "raw/x", time.Now(), time.Hour)
+		if err != nil {
+			t.Fatalf("lock after unlock: %v", err)
+		}
+		unlock()
 	})
 }
 
@@ -511,7 +534,7 @@ func TestFaultsAreDeterministic(t *testing.T) {
 		var log faultLog
 		f := UniformFaults(seed, 0.5)
 		f.OnFault, f.Latency, f.Timeout = log.add, time.Microsecond, time.Microsecond
-		l := mustOpen(t, Options{Root: t.TempDir(), Faults: f})
+		l := mustOpen(t, Options{Root: t.TempDir(), Faults: f, Retry: RetryOptions{MaxAttempts: 1}})
 		for i := range 40 {
 			if interleave {
 				l.ReadFile(t.Context(), "other/key")
@@ -667,3 +690,6 @@ func TestReaderDuringFaultyArchive(t *testing.T) {
 		}
 	})
 }
+
+// fastRetry is the lake's retries with short waits, for tests.
+var fastRetry = RetryOptions{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}

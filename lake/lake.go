@@ -1,8 +1,10 @@
 package lake
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -38,6 +40,9 @@ type Options struct {
 	// Faults injects storage faults (tests and `make chaos` only,
 	// docs/adr/0022-lake-fault-injection.md). Default nil: none.
 	Faults *Faults
+	// Retry bounds the retries of transient storage failures (injected
+	// ones included). The zero value means its defaults; see RetryOptions.
+	Retry RetryOptions
 }
 
 // Validate reports every problem with o at once.
@@ -63,6 +68,7 @@ func (o Options) Validate() error {
 	if o.Faults != nil {
 		errs = append(errs, o.Faults.validate()...)
 	}
+	errs = append(errs, o.Retry.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -112,6 +118,8 @@ func Open(opts Options) (*Lake, error) {
 	if opts.Faults != nil {
 		l.store = newFaultStore(l.store, *opts.Faults)
 	}
+	// Outside the fault injector: injected faults are retried like real ones.
+	l.store = newRetryStore(l.store, opts.Retry)
 	return l, nil
 }
 
@@ -121,15 +129,38 @@ func (l *Lake) Root() string { return l.opts.Root }
 // LocalDir returns the lake's directory, and false when the lake is not on
 // the local file system.
 func (l *Lake) LocalDir() (string, bool) {
-	st := l.store
-	if f, ok := st.(*faultStore); ok {
-		st = f.next
-	}
-	s, ok := st.(*localStore)
+	s, ok := l.base().(*localStore)
 	if !ok {
 		return "", false
 	}
 	return s.root, true
+}
+
+// base returns the storage under the lake's retries and fault injection:
+// the directory or the bucket.
+func (l *Lake) base() storage {
+	st := l.store
+	for next := unwrapStore(st); next != nil; next = unwrapStore(st) {
+		st = next
+	}
+	return st
+}
+
+// unwrapStore returns the storage st wraps, or nil.
+func unwrapStore(st storage) storage {
+	if w, ok := st.(interface{ unwrap() storage }); ok {
+		return w.unwrap()
+	}
+	return nil
+}
+
+// putOnce is put without the lake's retries, for a write func that
+// cannot run twice (it streams from a source it consumes).
+func (l *Lake) putOnce(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
+	if r, ok := l.store.(*retryStore); ok {
+		return r.putOnce(ctx, key, write)
+	}
+	return l.store.put(ctx, key, write)
 }
 
 // writerOptions are the parquet writer settings of every lake file:

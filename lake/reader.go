@@ -435,7 +435,7 @@ func (l *Lake) openParquet(ctx context.Context, key string, size int64) (objectR
 	}
 	if _, err := f.ReadAt(tail[:], f.Size()-8); err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
+		return nil, nil, badFile(key, err)
 	}
 	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > f.Size()-12 {
 		f.Close()
@@ -453,7 +453,7 @@ func (l *Lake) openParquet(ctx context.Context, key string, size int64) (objectR
 		if errors.Is(err, ErrBadFile) {
 			return nil, nil, err
 		}
-		return nil, nil, fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
+		return nil, nil, badFile(key, err)
 	}
 	return f, pf, nil
 }
@@ -708,7 +708,7 @@ func (c *fileCursor) next(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		if err := c.decode(s, b, rgi); err != nil {
-			return false, fmt.Errorf("%w: %s row group %d: %w", ErrBadFile, c.path, rgi, err)
+			return false, badFile(fmt.Sprintf("%s row group %d", c.path, rgi), err)
 		}
 		s.stats.RowsRead += int64(b.n)
 		c.i = -1

@@ -452,27 +452,35 @@ func (s *s3Store) remove(ctx context.Context, dir string, names []string) error 
 // that ignores the condition makes the lock advisory only; compaction stays
 // correct without it (ADR 0011).
 func (s *s3Store) lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+	return s.lockAs(ctx, dir, newLockToken(), now, maxAge)
+}
+
+func (s *s3Store) lockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (func(), error) {
 	obj := s.object(joinKey(dir, lockName))
+	unlock := func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		s.client.RemoveObject(ctx, s.bucket, obj, minio.RemoveObjectOptions{})
+	}
 	for attempt := 0; ; attempt++ {
 		opts := minio.PutObjectOptions{ContentType: "text/plain", DisableContentSha256: true}
 		opts.SetMatchETagExcept("*")
-		body := []byte("compaction lock taken at " + now.UTC().Format(time.RFC3339Nano) + "\n")
+		body := lockBody(token, now)
 		_, err := s.core.PutObject(ctx, s.bucket, obj, bytes.NewReader(body), int64(len(body)), md5Base64(body), "", opts)
 		if err == nil {
-			return func() {
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-				defer cancel()
-				s.client.RemoveObject(ctx, s.bucket, obj, minio.RemoveObjectOptions{})
-			}, nil
+			return unlock, nil
 		}
 		switch minio.ToErrorResponse(err).Code {
 		case "PreconditionFailed", "ConditionalRequestConflict":
 		default:
 			return nil, fmt.Errorf("lake: compact %s: lock: %w", s.where(dir), err)
 		}
+		if b, err := s.readFile(ctx, joinKey(dir, lockName)); err == nil && ownsLock(b, token) {
+			return unlock, nil // taken by an earlier call whose answer was lost
+		}
 		st, serr := s.client.StatObject(ctx, s.bucket, obj, minio.StatObjectOptions{})
 		if attempt > 0 || serr == nil && now.Sub(st.LastModified) < maxAge {
-			return nil, fmt.Errorf("lake: compact %s: another compaction holds %s", s.where(dir), lockName)
+			return nil, fmt.Errorf("lake: compact %s: %w", s.where(dir), errLockHeld)
 		}
 		if serr == nil {
 			s.client.RemoveObject(ctx, s.bucket, obj, minio.RemoveObjectOptions{})

@@ -44,8 +44,13 @@ type storage interface {
 	// remove deletes files of one directory; missing ones are not an error.
 	remove(ctx context.Context, dir string, names []string) error
 	// lock takes the compaction lock of dir, taking over a lock older than
-	// maxAge by now; unlock releases it.
+	// maxAge by now; unlock releases it. A lock held by another fails with
+	// an error wrapping errLockHeld. It is lockAs with a new token.
 	lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (unlock func(), err error)
+	// lockAs is lock naming its taker: the lock holds token, and a lock
+	// that already holds token is taken as the caller's own, so a call
+	// repeated after a lost answer does not wait maxAge for itself.
+	lockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (unlock func(), err error)
 	// removeStale removes what writes that crashed left in dir (temporary
 	// files, unfinished multipart uploads) that is older than maxAge by
 	// now, and returns their keys.
@@ -229,23 +234,52 @@ func (s *localStore) remove(ctx context.Context, dir string, names []string) err
 // lockName is the hidden lock file of a compaction.
 const lockName = ".compact.lock"
 
+// errLockHeld is what lock fails with when another taker holds the lock.
+var errLockHeld = errors.New("another compaction holds " + lockName)
+
+// lockBody is the content of a lock taken by token at now.
+func lockBody(token string, now time.Time) []byte {
+	return []byte("compaction lock taken at " + now.UTC().Format(time.RFC3339Nano) + " by " + token + "\n")
+}
+
+// ownsLock reports whether the lock content b names token as its taker.
+func ownsLock(b []byte, token string) bool {
+	return token != "" && strings.HasSuffix(string(b), " by "+token+"\n")
+}
+
 func (s *localStore) lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+	return s.lockAs(ctx, dir, newLockToken(), now, maxAge)
+}
+
+func (s *localStore) lockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (func(), error) {
 	if err := ctxErr(ctx, "compact", dir); err != nil {
 		return nil, err
 	}
 	p := filepath.Join(s.path(dir), lockName)
+	unlock := func() { os.Remove(p) }
 	for attempt := 0; ; attempt++ {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err == nil {
-			f.Close()
-			return func() { os.Remove(p) }, nil
+			_, err := f.Write(lockBody(token, now))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				// A lock nobody can recognise would hold for maxAge.
+				os.Remove(p)
+				return nil, fmt.Errorf("lake: compact %s: lock: %w", dir, err)
+			}
+			return unlock, nil
 		}
 		if !errors.Is(err, os.ErrExist) || attempt > 0 {
 			return nil, fmt.Errorf("lake: compact %s: lock: %w", dir, err)
 		}
+		if b, err := os.ReadFile(p); err == nil && ownsLock(b, token) {
+			return unlock, nil // taken by an earlier call whose answer was lost
+		}
 		st, serr := os.Stat(p)
 		if serr != nil || now.Sub(st.ModTime()) < maxAge {
-			return nil, fmt.Errorf("lake: compact %s: another compaction holds %s", dir, lockName)
+			return nil, fmt.Errorf("lake: compact %s: %w", dir, errLockHeld)
 		}
 		os.Remove(p)
 	}

@@ -168,7 +168,7 @@ func putFile(t *testing.T, l *Lake, key string, data []byte) {
 // file, or on S3 an unfinished multipart upload.
 func addDebris(t *testing.T, l *Lake, dir, name string) {
 	t.Helper()
-	switch s := l.store.(type) {
+	switch s := l.base().(type) {
 	case *localStore:
 		putFile(t, l, joinKey(dir, "."+name+".123.tmp"), []byte("debris"))
 	case *s3Store:
@@ -181,7 +181,7 @@ func addDebris(t *testing.T, l *Lake, dir, name string) {
 // uploads lists the unfinished multipart uploads of an S3 lake.
 func uploads(t *testing.T, l *Lake) []string {
 	t.Helper()
-	s := l.store.(*s3Store)
+	s := l.base().(*s3Store)
 	res, err := s.core.ListMultipartUploads(context.Background(), s.bucket, s.dirPrefix(""), "", "", "", 1000)
 	if isNotFound(err) {
 		return nil

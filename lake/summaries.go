@@ -314,7 +314,7 @@ func readRows[T any](ctx context.Context, l *Lake, key string, size int64) (_ []
 	defer f.Close()
 	rows, err := parquet.Read[T](f, f.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
+		return nil, badFile(key, err)
 	}
 	return rows, nil
 }

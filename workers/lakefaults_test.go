@@ -1,12 +1,11 @@
 package workers
 
 import (
-	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"reckon/internal/config"
-	"reckon/lake"
 )
 
 // TestLakeFaultsFromConfig: lake.faults.rate turns storage fault
@@ -32,17 +31,21 @@ func TestLakeFaultsFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// At rate 1 every call draws a transient fault; latency alone lets a
-	// call through, so some fail and name the fault.
+	// At rate 1 nearly every call draws a transient fault; the lake's
+	// bounded retries (docs/adr/0022-lake-fault-injection.md) get most
+	// writes through, and a write they give up on names the fault.
 	failed := 0
 	for range 20 {
 		_, err := l.WriteFile(t.Context(), "reports/x/y.json", func(w io.Writer) error { _, err := w.Write([]byte("{}")); return err })
-		if errors.Is(err, lake.ErrInjected) {
+		if err != nil {
 			failed++
+			if !strings.Contains(err.Error(), "lake: injected ") {
+				t.Errorf("a failed write does not name the fault: %v", err)
+			}
 		}
 	}
-	if failed == 0 || l.FaultsInjected() < 10 {
-		t.Errorf("rate 1: %d of 20 writes failed, %d faults injected", failed, l.FaultsInjected())
+	if failed == 20 || l.FaultsInjected() < 20 {
+		t.Errorf("rate 1: %d of 20 writes failed, %d faults injected; want faults on every write, most retried through", failed, l.FaultsInjected())
 	}
 	if _, err := config.Load("", nil, []string{"lake.root=/tmp/x", "lake.faults.rate=1.5"}); err == nil {
 		t.Error("lake.faults.rate 1.5 accepted")
