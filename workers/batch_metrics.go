@@ -34,6 +34,7 @@ type batchMetrics struct {
 	archiveLag, archiveLagSeconds *metrics.Vec
 	backlogFiles, backlogHours    *metrics.Vec
 	zreportKeys, collectErrors    *metrics.Vec
+	storageRetries, storageGaveUp *metrics.Vec
 	cfg                           *config.Config
 	adm                           *kadm.Client
 	lk                            *lake.Lake
@@ -58,11 +59,27 @@ func newBatchMetrics(r *metrics.Registry, cfg *config.Config, adm *kadm.Client, 
 		backlogHours:      r.Gauge("reckon_batch_compaction_backlog_hours", "Ended UTC hours of the raw topic with files to compact.", "topic"),
 		zreportKeys:       r.Gauge("reckon_batch_zreport_keys", "Z-report keys (fiscal drive, shift) known to Temporal's visibility, by status (waiting, matched, mismatched, incomplete).", "status"),
 		collectErrors:     r.Counter("reckon_batch_collect_errors_total", "Scrapes whose figures from a source (kafka, lake, temporal) could not be read; those series are absent from that scrape.", "source"),
+		storageRetries:    r.Counter("reckon_lake_storage_retries_total", "Lake storage calls retried after a transient failure (docs/adr/0022-lake-fault-injection.md), by operation; a series appears with the first retry.", "op"),
+		storageGaveUp:     r.Counter("reckon_lake_storage_gave_up_total", "Lake storage calls whose retries gave up (the activity attempt failed and Temporal retries it), by operation.", "op"),
 		cfg:               cfg, adm: adm, lk: lk, tc: tc, log: log, now: time.Now,
 		collectTimeout: 5 * time.Second,
 	}
 	r.OnScrape(m.collect)
+	r.OnScrape(m.storageStats)
 	return m
+}
+
+// storageStats copies the process's lake retry counters (lake.StorageStats)
+// into their families; an operation never retried has no series.
+func (m *batchMetrics) storageStats(context.Context) {
+	for _, s := range lake.StorageStats() {
+		if s.Retries > 0 {
+			m.storageRetries.With(s.Op).Set(float64(s.Retries))
+		}
+		if s.GaveUp > 0 {
+			m.storageGaveUp.With(s.Op).Set(float64(s.GaveUp))
+		}
+	}
 }
 
 // interceptor feeds every successful activity execution to m.results.

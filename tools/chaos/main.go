@@ -366,7 +366,7 @@ func writeConfig(base, dir string) (string, []string, error) {
 	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 		return "", nil, err
 	}
-	ports, err := freePorts(5)
+	ports, err := freePorts(6)
 	if err != nil {
 		return "", nil, err
 	}
@@ -381,6 +381,9 @@ func writeConfig(base, dir string) (string, []string, error) {
 		"dev.generate_rate=0",
 		"metrics.addr=127.0.0.1:" + strconv.Itoa(ports[3]),
 		"zreport.ofd_url=http://127.0.0.1:" + strconv.Itoa(ports[4]),
+		// The SQL endpoint too: a run must not take (or fail on) the
+		// default port of a `reckon dev` beside it.
+		"sql.listen=127.0.0.1:" + strconv.Itoa(ports[5]),
 		"kafka.brokers=127.0.0.1:" + strconv.Itoa(ports[0]),
 		"temporal.address=127.0.0.1:" + strconv.Itoa(ports[1]),
 		"batch.horizon_poll=5s",
