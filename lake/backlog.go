@@ -3,62 +3,67 @@ package lake
 import (
 	"context"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 )
 
 // Backlog is what awaits compaction in one topic's raw table.
 type Backlog struct {
-	// Hours counts the ended UTC hours where some partition has two or
-	// more files; Files counts those partitions' files in them.
+	// Hours counts the hours CompactHour would work on now; Files counts
+	// the files it would merge in them.
 	Hours int `json:"hours"`
 	Files int `json:"files"`
 }
 
-// CompactionBacklog returns what Compact would merge in topic's raw table
-// among the hours that ended at or before now: per hour, every partition
-// with two or more files. The hour still being written is left out (its
-// files are expected). It reads file names only, not files.
-func (l *Lake) CompactionBacklog(ctx context.Context, topic string, now time.Time) (Backlog, error) {
+// CompactionBacklog returns what CompactHour with options o would merge in
+// topic's raw table at now, by the same decision it makes
+// (docs/adr/0018-continuous-compaction.md): an hour that ended at or
+// before now is taken as closed (all its raw files, late files once they
+// are due), the hour still being written as open (the files of each
+// partition holding at least half of o.MaxOpenFiles). o.Open and o.Sweep
+// are ignored. It reads file names only, not files.
+func (l *Lake) CompactionBacklog(ctx context.Context, topic string, now time.Time, o CompactOptions) (Backlog, error) {
 	var b Backlog
 	if err := ValidateTopic(topic); err != nil {
 		return b, err
 	}
+	o.fillDefaults()
+	o.Sweep = false
 	dir := RawDir + "/topic=" + topic
-	type hourPart struct {
-		hour      time.Time
-		partition int32
-	}
-	files := map[hourPart]int{}
+	hours := map[time.Time][]entry{}
 	err := l.store.walk(ctx, dir, func(key string, e entry) error {
 		rel := strings.Split(strings.TrimPrefix(key, dir+"/"), "/")
-		if len(rel) != 3 || hidden(e.name) || !strings.HasSuffix(e.name, ".parquet") {
+		if len(rel) != 3 || e.dir {
 			return nil
 		}
 		day, ok1 := parseDateDir("event_date", rel[0])
 		h, ok2 := parseHourDir(rel[1])
-		r, err := ParseFileName(topic, path.Base(key))
-		if !ok1 || !ok2 || err != nil {
-			return nil // not a raw file of this layout
+		if !ok1 || !ok2 {
+			return nil // not an hour of this layout
 		}
 		hour := day.Add(time.Duration(h) * time.Hour)
-		if hour.Add(time.Hour).After(now) {
-			return nil
-		}
-		files[hourPart{hour, r.Partition}]++
+		hours[hour] = append(hours[hour], e)
 		return nil
 	})
 	if err != nil {
 		return b, fmt.Errorf("lake: compaction backlog %s: %w", topic, err)
 	}
-	hours := map[time.Time]bool{}
-	for k, n := range files {
-		if n > 1 {
-			b.Files += n
-			hours[k.hour] = true
+	for hour, es := range hours {
+		hf := classify(topic, es)
+		o.Open = hour.Add(time.Hour).After(now)
+		if !hf.needsWork(o, now) {
+			continue
+		}
+		b.Hours++
+		if !o.Open {
+			b.Files += hf.files() // compactClosed merges them all
+			continue
+		}
+		for _, in := range hf.archive {
+			if len(in) >= o.openMergeAt() { // what mergeOpen merges
+				b.Files += len(in)
+			}
 		}
 	}
-	b.Hours = len(hours)
 	return b, nil
 }

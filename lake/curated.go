@@ -344,7 +344,7 @@ func (l *Lake) curateLock(ctx context.Context, dir string) (func(), error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("lake: curate %s: %w", dir, ctx.Err())
 		}
-		if !strings.Contains(err.Error(), "another compaction holds") {
+		if !errors.Is(err, errLockHeld) {
 			return nil, fmt.Errorf("lake: curate: %w", err)
 		}
 		t := time.NewTimer(wait)

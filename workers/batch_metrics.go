@@ -55,8 +55,8 @@ func newBatchMetrics(r *metrics.Registry, cfg *config.Config, adm *kadm.Client, 
 		results:           activities.NewMetrics(r, 2*b.HorizonPoll+time.Minute),
 		archiveLag:        r.Gauge("reckon_batch_archive_lag_offsets", "Raw topic-partition's last stable offset minus the lake's next offset to archive (transaction markers included).", "topic", "partition"),
 		archiveLagSeconds: r.Gauge("reckon_batch_archive_lag_seconds", "Seconds since the ingest time up to which the lake holds everything of the raw topic-partition (its archived_through).", "topic", "partition"),
-		backlogFiles:      r.Gauge("reckon_batch_compaction_backlog_files", "Raw files in ended UTC hours where a partition has two or more files: what compaction would merge.", "topic"),
-		backlogHours:      r.Gauge("reckon_batch_compaction_backlog_hours", "Ended UTC hours of the raw topic with files to compact.", "topic"),
+		backlogFiles:      r.Gauge("reckon_batch_compaction_backlog_files", "Raw files the compaction workflow would merge now: all files of ended UTC hours with archive files to compact, the files of partitions of the current hour holding half of max_open_files.", "topic"),
+		backlogHours:      r.Gauge("reckon_batch_compaction_backlog_hours", "UTC hours of the raw topic with files to compact.", "topic"),
 		zreportKeys:       r.Gauge("reckon_batch_zreport_keys", "Z-report keys (fiscal drive, shift) known to Temporal's visibility, by status (waiting, matched, mismatched, incomplete).", "status"),
 		collectErrors:     r.Counter("reckon_batch_collect_errors_total", "Scrapes whose figures from a source (kafka, lake, temporal) could not be read; those series are absent from that scrape.", "source"),
 		storageRetries:    r.Counter("reckon_lake_storage_retries_total", "Lake storage calls retried after a transient failure (docs/adr/0022-lake-fault-injection.md), by operation; a series appears with the first retry.", "op"),
@@ -186,9 +186,10 @@ func (m *batchMetrics) archiveLags(ctx context.Context) error {
 // topic with a table in the lake.
 func (m *batchMetrics) compactionBacklog(ctx context.Context) error {
 	now := m.now()
+	cc := m.cfg.Lake.Compaction
 	var errs []error
 	for _, t := range rawTopics(m.cfg) {
-		b, err := m.lk.CompactionBacklog(ctx, t, now)
+		b, err := m.lk.CompactionBacklog(ctx, t, now, lake.CompactOptions{MaxOpenFiles: cc.MaxOpenFiles, LateDelay: cc.LateDelay})
 		if err != nil {
 			errs = append(errs, err)
 			continue
