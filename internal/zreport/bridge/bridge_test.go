@@ -104,6 +104,25 @@ func ptr[T any](v T) *T { return &v }
 
 func uuidN(n int) string { return fmt.Sprintf("3f2a0000-0000-4000-8000-%012d", n) }
 
+// seededCluster makes a one-broker cluster seeded with the topics "parts"
+// and "dlq" of the given partitions, closed when the test ends, and
+// returns the clients' options and a producer on it.
+func seededCluster(t *testing.T, partitions int32) (base []kgo.Opt, pc *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "parts", "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	base = []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	pc, err = kgo.NewClient(base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	return base, pc
+}
+
 // deployTopics makes a one-broker cluster, closed when the test ends,
 // holding the parts and DLQ topics (by those names) as deploy/topics.yaml
 // has them, with their max.message.bytes. It returns the topics, clients'
@@ -184,13 +203,8 @@ func allCommitted(ctx context.Context, adm *kadm.Client, group string, n int) fu
 }
 
 func TestBridge(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "parts", "dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
-	tc := &fakeTemporal{parts: map[string][]string{}, unavailable: map[string]int{uuidN(7): 2}, invalid: map[string]bool{uuidN(13): true}}
+	base, pc := seededCluster(t, 2)
+	tc := &fakeTemporal{unavailable: map[string]int{uuidN(7): 2}, invalid: map[string]bool{uuidN(13): true}}
 	b, err := New(base, tc, Options{
 		Topic: "parts", Group: "g", DLQTopic: "dlq", TaskQueue: "q", Gate: gateOptions(), Concurrency: 3,
 		Start: workflows.ZReportInput{Policy: zreport.Policy{OFDRequestAfter: time.Minute}, HistoryLimit: 777},
@@ -202,11 +216,6 @@ func TestBridge(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pc, err := kgo.NewClient(base...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
 	closed := time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC)
 	types := []string{zreport.TypeOFD, zreport.TypeDWH, zreport.TypeRMS}
 	want := map[string][]string{}
@@ -224,29 +233,9 @@ func TestBridge(t *testing.T) {
 	if err := pc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(rctx) }()
-
-	adm := kadm.NewClient(pc)
-	for {
-		offs, err := adm.FetchOffsets(ctx, "g")
-		if err == nil {
-			var n int64
-			offs.Each(func(o kadm.OffsetResponse) { n += o.At })
-			if n == int64(len(recs)) {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("offsets never committed; stats %+v", b.Stats())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	stop := start(ctx, t, b)
+	waitFor(ctx, t, b, "every record's offset committed", allCommitted(ctx, kadm.NewClient(pc), "g", len(recs)))
 	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 	st := b.Stats()
 	if st.Records != 31 || st.Signalled != 29 || st.DeadLettered != 2 || st.Retries < 2+2 {
 		t.Errorf("stats %+v", st)
@@ -412,19 +401,9 @@ func committed(ctx context.Context, t *testing.T, adm *kadm.Client, group string
 // of the group gets every part again and delivers the refused key's parts
 // in one call, in order, before committing.
 func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "parts", "dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	base, pc := seededCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pc, err := kgo.NewClient(base...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
 	adm := kadm.NewClient(pc)
 
 	types := []string{zreport.TypeOFD, zreport.TypeDWH, zreport.TypeRMS}
@@ -444,31 +423,17 @@ func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- b.Run(rctx) }()
+		stopRun := start(ctx, t, b)
 		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("run: %v", err)
-			}
-			b.Close()
-		}
-	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for !ok() {
-			if ctx.Err() != nil {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
+			stopRun()
+			b.Close() // leaves the group before the next bridge joins
 		}
 	}
 
 	// Temporal refuses B's batch (its second part) until the bridge stops.
-	refusing := &fakeTemporal{parts: map[string][]string{}, unavailable: map[string]int{uuidN(3): 1 << 30}}
+	refusing := &fakeTemporal{unavailable: map[string]int{uuidN(3): 1 << 30}}
 	stop := run(refusing)
-	waitFor("A accepted and B's batch refused three times", func() bool {
+	waitFor(ctx, t, nil, "A accepted and B's batch refused three times", func() bool {
 		refusing.mu.Lock()
 		defer refusing.mu.Unlock()
 		return len(refusing.calls) == 1 && refusing.failed >= 3
@@ -486,9 +451,9 @@ func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
 	}
 	refusing.mu.Unlock()
 
-	accepting := &fakeTemporal{parts: map[string][]string{}}
+	accepting := &fakeTemporal{}
 	stop = run(accepting)
-	waitFor("every record committed", func() bool { return committed(ctx, t, adm, "g") == int64(len(recs)) })
+	waitFor(ctx, t, nil, "every record committed", func() bool { return committed(ctx, t, adm, "g") == int64(len(recs)) })
 	stop()
 	accepting.mu.Lock()
 	defer accepting.mu.Unlock()
@@ -507,28 +472,16 @@ func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
 // 300 ms after its first, while the bridge lingers after the short poll
 // that found the first, goes in the same call.
 func TestLingerCoalescesPartsArrivingApart(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "parts", "dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	base, pc := seededCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pc, err := kgo.NewClient(base...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	tc := &fakeTemporal{parts: map[string][]string{}}
+	tc := &fakeTemporal{}
 	b, err := New(base, tc, Options{Topic: "parts", Group: "g", DLQTopic: "dlq", TaskQueue: "q", Gate: gateOptions(), Linger: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(rctx) }()
+	stop := start(ctx, t, b)
 	part := func(i int, typ string) *kgo.Record {
 		return &kgo.Record{Topic: "parts", Key: []byte("9960440300000001/3"), Value: fmt.Appendf(nil,
 			`{"event_id":%q,"event_type":%q,"occurred_at":"2026-01-01T23:00:00Z","data":{"fiscal_drive":"9960440300000001","shift":3,"receipts":1,"total":1.5,"shift_closed_at":"2026-01-01T23:00:00Z"}}`,
@@ -541,16 +494,8 @@ func TestLingerCoalescesPartsArrivingApart(t *testing.T) {
 	if err := pc.ProduceSync(ctx, part(2, zreport.TypeDWH)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	for b.Stats().Signalled < 2 {
-		if ctx.Err() != nil {
-			t.Fatalf("parts never signalled; stats %+v", b.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(ctx, t, b, "both parts signalled", func() bool { return b.Stats().Signalled >= 2 })
 	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	if !slices.Equal(tc.calls, []int{2}) {
