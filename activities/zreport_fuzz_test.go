@@ -1,8 +1,6 @@
 package activities
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -46,10 +44,7 @@ func FuzzCorruptZReportFile(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	orig, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(key)))
-	if err != nil {
-		f.Fatal(err)
-	}
+	orig := corrupt.Read(f, dir, key)
 	f.Fuzz(func(t *testing.T, pos uint32, flip byte, cut uint32) {
 		n := uint32(len(orig))
 		root := corrupt.Root(t, key, corrupt.Bytes(orig, pos, flip, cut))

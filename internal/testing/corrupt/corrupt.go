@@ -39,3 +39,15 @@ func Root(t testing.TB, key string, data []byte) string {
 	}
 	return root
 }
+
+// Read returns the bytes of the file key (slash-separated, relative to
+// root) of a lake rooted at root, failing t if it cannot: the file to
+// corrupt, as the lake wrote it.
+func Read(t testing.TB, root, key string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

@@ -6,40 +6,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.temporal.io/sdk/client"
 
 	"reckon/internal/config"
 	"reckon/internal/event"
-	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/badinput"
-	"reckon/internal/topics"
 	"reckon/internal/zreport"
 	"reckon/workflows"
 )
-
-// partsTemporal is a Temporal client that accepts every signal-with-start
-// and keeps the parts signalled, per workflow id, in order (a call carries
-// a key's parts in order, docs/adr/0021-zreport-coalescing.md).
-type partsTemporal struct {
-	client.Client // nil: any other call panics
-
-	mu    sync.Mutex // protects parts
-	parts map[string][]zreport.Part
-}
-
-func (f *partsTemporal) SignalWithStartWorkflow(_ context.Context, id, _ string, arg any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.parts[id] = append(f.parts[id], arg.([]zreport.Part)...)
-	return nil, nil
-}
 
 // TestBadInputThroughBridge pushes the whole bad-input corpus
 // (testdata/badinput, the generated 10 MiB and million-bracket cases
@@ -67,32 +44,9 @@ func TestBadInputThroughBridge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	tm, err := topics.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	partsTopic, _ := tm.Find(cfg.Topics.ZReportParts)
-	dlqTopic, _ := tm.Find(cfg.Topics.DLQ)
-	base, err := kafkaconn.Options(config.Kafka{Brokers: c.ListenAddrs(), ClientID: "test"}, "zreport-bridge")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := kgo.NewClient(append(base, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	adm := kadm.NewClient(pc)
-	if _, err := topics.Apply(ctx, adm, &topics.Map{Topics: []topics.Topic{partsTopic, dlqTopic}}); err != nil {
-		t.Fatal(err)
-	}
+	partsTopic, dlqTopic, base, pc, adm := deployTopics(ctx, t, cfg.Topics.ZReportParts, cfg.Topics.DLQ)
 	nparts := partsTopic.Partitions
 
 	// Valid parts of three keys, each key on its own partition; a bad case
@@ -144,35 +98,16 @@ func TestBadInputThroughBridge(t *testing.T) {
 		bads[fmt.Sprintf("%d/%d", b.rec.Partition, b.rec.Offset)] = b
 	}
 
-	tc := &partsTemporal{parts: map[string][]zreport.Part{}}
+	tc := &fakeTemporal{}
 	b, err := New(base, tc, Options{Topic: partsTopic.Name, Group: "g", DLQTopic: dlqTopic.Name, TaskQueue: "q", Gate: cfg.Gate,
 		Start: workflows.ZReportInput{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(rctx) }()
-	for {
-		offs, err := adm.FetchOffsets(ctx, "g")
-		if err == nil {
-			var at int64
-			offs.Each(func(o kadm.OffsetResponse) { at += o.At })
-			if at == int64(len(recs)) {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			stop()
-			t.Fatalf("offsets never all committed; stats %+v", b.Stats())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	stop := start(ctx, t, b)
+	waitFor(ctx, t, b, "every record's offset committed", allCommitted(ctx, adm, "g", len(recs)))
 	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 	if st := b.Stats(); st.Records != int64(len(recs)) || st.Signalled != int64(n) || st.DeadLettered != int64(len(badList)) {
 		t.Errorf("stats %+v; want %d records, %d signalled, %d dead-lettered", st, len(recs), n, len(badList))
 	}
@@ -180,15 +115,15 @@ func TestBadInputThroughBridge(t *testing.T) {
 	// Valid parts: each once, in order, unchanged.
 	tc.mu.Lock()
 	for id, ps := range want {
-		got := tc.parts[id]
+		got := tc.whole[id]
 		if !slices.EqualFunc(got, ps, func(a, b zreport.Part) bool {
 			return a.EventID == b.EventID && a.Source == b.Source && a.Key == b.Key && a.Figures == b.Figures && a.ShiftClosedAt.Equal(b.ShiftClosedAt)
 		}) {
 			t.Errorf("%s: signalled %d parts, want the %d produced, in order, unchanged", id, len(got), len(ps))
 		}
 	}
-	if len(tc.parts) != len(want) {
-		t.Errorf("signalled %d entities, want %d", len(tc.parts), len(want))
+	if len(tc.whole) != len(want) {
+		t.Errorf("signalled %d entities, want %d", len(tc.whole), len(want))
 	}
 	tc.mu.Unlock()
 

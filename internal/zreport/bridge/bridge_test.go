@@ -26,17 +26,18 @@ import (
 )
 
 // fakeTemporal is a Temporal client that only accepts signal-with-start
-// of ZReportSignalParts, recording the parts per workflow id and the parts
-// per call. A call fails when one of its parts' event ids is chosen to:
-// Unavailable a few times, or InvalidArgument always; down makes every
-// call fail Unavailable.
+// of ZReportSignalParts, recording the parts per workflow id (their event
+// ids, and the parts whole) and the parts per call. A call fails when one
+// of its parts' event ids is chosen to: Unavailable a few times, or
+// InvalidArgument always; down makes every call fail Unavailable.
 type fakeTemporal struct {
 	client.Client // nil: any other call panics
 
 	mu          sync.Mutex // protects the fields below
 	parts       map[string][]string
-	calls       []int // parts per accepted call
-	failed      int   // calls refused
+	whole       map[string][]zreport.Part // the parts accepted, per workflow id, in order
+	calls       []int                     // parts per accepted call
+	failed      int                       // calls refused
 	down        bool
 	unavailable map[string]int
 	invalid     map[string]bool
@@ -71,9 +72,16 @@ func (f *fakeTemporal) SignalWithStartWorkflow(_ context.Context, id, sig string
 			return nil, serviceerror.NewUnavailable("simulated outage")
 		}
 	}
+	if f.parts == nil {
+		f.parts = map[string][]string{}
+	}
+	if f.whole == nil {
+		f.whole = map[string][]zreport.Part{}
+	}
 	for _, p := range ps {
 		f.parts[id] = append(f.parts[id], p.EventID)
 	}
+	f.whole[id] = append(f.whole[id], ps...)
 	f.calls = append(f.calls, len(ps))
 	f.inputs = append(f.inputs, args[0].(workflows.ZReportInput))
 	f.opts = append(f.opts, opts)
@@ -96,14 +104,107 @@ func ptr[T any](v T) *T { return &v }
 
 func uuidN(n int) string { return fmt.Sprintf("3f2a0000-0000-4000-8000-%012d", n) }
 
-func TestBridge(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "parts", "dlq"))
+// seededCluster makes a one-broker cluster seeded with the topics "parts"
+// and "dlq" of the given partitions, closed when the test ends, and
+// returns the clients' options and a producer on it.
+func seededCluster(t *testing.T, partitions int32) (base []kgo.Opt, pc *kgo.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "parts", "dlq"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
-	tc := &fakeTemporal{parts: map[string][]string{}, unavailable: map[string]int{uuidN(7): 2}, invalid: map[string]bool{uuidN(13): true}}
+	t.Cleanup(c.Close)
+	base = []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	pc, err = kgo.NewClient(base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	return base, pc
+}
+
+// deployTopics makes a one-broker cluster, closed when the test ends,
+// holding the parts and DLQ topics (by those names) as deploy/topics.yaml
+// has them, with their max.message.bytes. It returns the topics, clients'
+// options as the workers make them, a producer that sets each record's
+// partition itself, and an admin client on that producer.
+func deployTopics(ctx context.Context, t *testing.T, parts, dlq string) (partsTopic, dlqTopic topics.Topic, base []kgo.Opt, pc *kgo.Client, adm *kadm.Client) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	m, err := topics.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	partsTopic, _ = m.Find(parts)
+	dlqTopic, _ = m.Find(dlq)
+	base, err = kafkaconn.Options(config.Kafka{Brokers: c.ListenAddrs(), ClientID: "test"}, "zreport-bridge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err = kgo.NewClient(append(base, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	adm = kadm.NewClient(pc)
+	if _, err := topics.Apply(ctx, adm, &topics.Map{Topics: []topics.Topic{partsTopic, dlqTopic}}); err != nil {
+		t.Fatal(err)
+	}
+	return partsTopic, dlqTopic, base, pc, adm
+}
+
+// start runs b until the returned stop is called; stop waits for the run
+// to end and fails the test if it ended in an error. Call stop from the
+// test's goroutine.
+func start(ctx context.Context, t *testing.T, b *Bridge) (stop func()) {
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(rctx) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	}
+}
+
+// waitFor polls ok until it holds; if ctx ends first, the test fails
+// saying what it waited for and, b given, the bridge's stats.
+func waitFor(ctx context.Context, t *testing.T, b *Bridge, what string, ok func() bool) {
+	t.Helper()
+	for !ok() {
+		if ctx.Err() != nil {
+			if b != nil {
+				t.Fatalf("timed out waiting for %s; stats %+v", what, b.Stats())
+			}
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// allCommitted reports whether group's committed offsets, summed over
+// partitions, reach n; a failed fetch counts as not yet.
+func allCommitted(ctx context.Context, adm *kadm.Client, group string, n int) func() bool {
+	return func() bool {
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		var at int64
+		offs.Each(func(o kadm.OffsetResponse) { at += max(o.At, 0) })
+		return at == int64(n)
+	}
+}
+
+func TestBridge(t *testing.T) {
+	base, pc := seededCluster(t, 2)
+	tc := &fakeTemporal{unavailable: map[string]int{uuidN(7): 2}, invalid: map[string]bool{uuidN(13): true}}
 	b, err := New(base, tc, Options{
 		Topic: "parts", Group: "g", DLQTopic: "dlq", TaskQueue: "q", Gate: gateOptions(), Concurrency: 3,
 		Start: workflows.ZReportInput{Policy: zreport.Policy{OFDRequestAfter: time.Minute}, HistoryLimit: 777},
@@ -115,11 +216,6 @@ func TestBridge(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pc, err := kgo.NewClient(base...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
 	closed := time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC)
 	types := []string{zreport.TypeOFD, zreport.TypeDWH, zreport.TypeRMS}
 	want := map[string][]string{}
@@ -137,29 +233,9 @@ func TestBridge(t *testing.T) {
 	if err := pc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(rctx) }()
-
-	adm := kadm.NewClient(pc)
-	for {
-		offs, err := adm.FetchOffsets(ctx, "g")
-		if err == nil {
-			var n int64
-			offs.Each(func(o kadm.OffsetResponse) { n += o.At })
-			if n == int64(len(recs)) {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("offsets never committed; stats %+v", b.Stats())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	stop := start(ctx, t, b)
+	waitFor(ctx, t, b, "every record's offset committed", allCommitted(ctx, kadm.NewClient(pc), "g", len(recs)))
 	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 	st := b.Stats()
 	if st.Records != 31 || st.Signalled != 29 || st.DeadLettered != 2 || st.Retries < 2+2 {
 		t.Errorf("stats %+v", st)
@@ -216,37 +292,12 @@ func TestBridge(t *testing.T) {
 // it until its context ended, never committing again. The dead letter is
 // cut to fit, says so, and the part after it is signalled and committed.
 func TestDeadLetterOverTopicLimit(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// The parts and DLQ topics as deploy/topics.yaml has them, with their
-	// max.message.bytes, and clients as the workers make them.
-	m, err := topics.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	partsTopic, _ := m.Find("zreport-parts")
-	dlqTopic, _ := m.Find("reckon-dlq")
+	partsTopic, dlqTopic, base, pc, adm := deployTopics(ctx, t, "zreport-parts", "reckon-dlq")
 	if dlqTopic.MaxMessageBytes != kafkaconn.MaxRecordBytes || partsTopic.MaxMessageBytes != kafkaconn.MaxRecordBytes {
 		t.Fatalf("topic map: parts max_message_bytes %d, DLQ %d; this test assumes both are kafkaconn.MaxRecordBytes %d",
 			partsTopic.MaxMessageBytes, dlqTopic.MaxMessageBytes, kafkaconn.MaxRecordBytes)
-	}
-	base, err := kafkaconn.Options(config.Kafka{Brokers: c.ListenAddrs(), ClientID: "test"}, "zreport-bridge")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := kgo.NewClient(append(base, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	adm := kadm.NewClient(pc)
-	if _, err := topics.Apply(ctx, adm, &topics.Map{Topics: []topics.Topic{partsTopic, dlqTopic}}); err != nil {
-		t.Fatal(err)
 	}
 
 	closed := time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC)
@@ -268,34 +319,15 @@ func TestDeadLetterOverTopicLimit(t *testing.T) {
 		t.Fatalf("producing a %d-byte part: %v", len(huge), err)
 	}
 
-	tc := &fakeTemporal{parts: map[string][]string{}}
+	tc := &fakeTemporal{}
 	b, err := New(base, tc, Options{Topic: partsTopic.Name, Group: "g", DLQTopic: dlqTopic.Name, TaskQueue: "q", Gate: gateOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(rctx) }()
-	for {
-		offs, err := adm.FetchOffsets(ctx, "g")
-		if err == nil {
-			var n int64
-			offs.Each(func(o kadm.OffsetResponse) { n += o.At })
-			if n == int64(len(recs)) {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			stop()
-			t.Fatalf("the bridge stalled on the oversized part's dead letter: offsets never committed; stats %+v", b.Stats())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	stop := start(ctx, t, b)
+	waitFor(ctx, t, b, "the offsets past the oversized part's dead letter committed (the bridge stalled on it)", allCommitted(ctx, adm, "g", len(recs)))
 	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 	if st := b.Stats(); st.Records != 2 || st.Signalled != 1 || st.DeadLettered != 1 {
 		t.Errorf("stats %+v, want 2 records, 1 signalled, 1 dead-lettered", st)
 	}
@@ -369,19 +401,9 @@ func committed(ctx context.Context, t *testing.T, adm *kadm.Client, group string
 // of the group gets every part again and delivers the refused key's parts
 // in one call, in order, before committing.
 func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "parts", "dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	base, pc := seededCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pc, err := kgo.NewClient(base...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
 	adm := kadm.NewClient(pc)
 
 	types := []string{zreport.TypeOFD, zreport.TypeDWH, zreport.TypeRMS}
@@ -401,31 +423,17 @@ func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- b.Run(rctx) }()
+		stopRun := start(ctx, t, b)
 		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("run: %v", err)
-			}
-			b.Close()
-		}
-	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for !ok() {
-			if ctx.Err() != nil {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
+			stopRun()
+			b.Close() // leaves the group before the next bridge joins
 		}
 	}
 
 	// Temporal refuses B's batch (its second part) until the bridge stops.
-	refusing := &fakeTemporal{parts: map[string][]string{}, unavailable: map[string]int{uuidN(3): 1 << 30}}
+	refusing := &fakeTemporal{unavailable: map[string]int{uuidN(3): 1 << 30}}
 	stop := run(refusing)
-	waitFor("A accepted and B's batch refused three times", func() bool {
+	waitFor(ctx, t, nil, "A accepted and B's batch refused three times", func() bool {
 		refusing.mu.Lock()
 		defer refusing.mu.Unlock()
 		return len(refusing.calls) == 1 && refusing.failed >= 3
@@ -443,9 +451,9 @@ func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
 	}
 	refusing.mu.Unlock()
 
-	accepting := &fakeTemporal{parts: map[string][]string{}}
+	accepting := &fakeTemporal{}
 	stop = run(accepting)
-	waitFor("every record committed", func() bool { return committed(ctx, t, adm, "g") == int64(len(recs)) })
+	waitFor(ctx, t, nil, "every record committed", func() bool { return committed(ctx, t, adm, "g") == int64(len(recs)) })
 	stop()
 	accepting.mu.Lock()
 	defer accepting.mu.Unlock()
@@ -464,28 +472,16 @@ func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
 // 300 ms after its first, while the bridge lingers after the short poll
 // that found the first, goes in the same call.
 func TestLingerCoalescesPartsArrivingApart(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "parts", "dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	base, pc := seededCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pc, err := kgo.NewClient(base...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	tc := &fakeTemporal{parts: map[string][]string{}}
+	tc := &fakeTemporal{}
 	b, err := New(base, tc, Options{Topic: "parts", Group: "g", DLQTopic: "dlq", TaskQueue: "q", Gate: gateOptions(), Linger: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- b.Run(rctx) }()
+	stop := start(ctx, t, b)
 	part := func(i int, typ string) *kgo.Record {
 		return &kgo.Record{Topic: "parts", Key: []byte("9960440300000001/3"), Value: fmt.Appendf(nil,
 			`{"event_id":%q,"event_type":%q,"occurred_at":"2026-01-01T23:00:00Z","data":{"fiscal_drive":"9960440300000001","shift":3,"receipts":1,"total":1.5,"shift_closed_at":"2026-01-01T23:00:00Z"}}`,
@@ -498,16 +494,8 @@ func TestLingerCoalescesPartsArrivingApart(t *testing.T) {
 	if err := pc.ProduceSync(ctx, part(2, zreport.TypeDWH)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	for b.Stats().Signalled < 2 {
-		if ctx.Err() != nil {
-			t.Fatalf("parts never signalled; stats %+v", b.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(ctx, t, b, "both parts signalled", func() bool { return b.Stats().Signalled >= 2 })
 	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	if !slices.Equal(tc.calls, []int{2}) {
