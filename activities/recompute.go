@@ -188,8 +188,7 @@ func (a *BatchTruth) RecomputeWindows(ctx context.Context, in RecomputeInput) (R
 
 // candidate is a correction found by a recompute, before publishing.
 type candidate struct {
-	k        winKey
-	pane     event.Pane
+	pane     event.Pane // its window is pane.Key, pane.WindowStart
 	truthRow int        // index of its truth row
 	was      event.Pane // the latest published pane it corrects (version 0: none)
 }
@@ -233,7 +232,7 @@ func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in
 	now := newWindowTable(in.From, in.To, 0) // few windows: the map serves
 	refs := make([]WindowRef, len(cands))
 	for i, c := range cands {
-		refs[i] = WindowRef{Key: c.k.key, Start: time.Unix(0, c.k.start)}
+		refs[i] = WindowRef{Key: c.pane.Key, Start: c.pane.WindowStart}
 	}
 	now.restrict(refs)
 	if err := a.loadPublished(ctx, now, in.Stream, in.From.UTC(), in.To.UTC()); err != nil {
@@ -244,7 +243,7 @@ func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in
 	var panes []event.Pane
 	for _, c := range cands {
 		var v int64
-		if i := now.find(c.k.key, c.k.start); i >= 0 && now.cells[i].flags&hasPane != 0 {
+		if i := now.find(c.pane.Key, c.pane.WindowStart.UnixNano()); i >= 0 && now.cells[i].flags&hasPane != 0 {
 			v = now.cells[i].latest.version
 		}
 		if v != c.was.Version {
