@@ -125,7 +125,7 @@ func diffWindows(s diffSettings, t *windowTable) windowDiff {
 		}
 		row.Version, row.Reason = p.Version, "corrected: "+why
 		was := event.Pane{Version: latest.version, Count: latest.count, Sum: latest.sum, Min: latest.min, Max: latest.max}
-		d.Corrections = append(d.Corrections, candidate{k: winKey{row.Key, c.start}, pane: p, truthRow: len(d.TruthRows), was: was})
+		d.Corrections = append(d.Corrections, candidate{pane: p, truthRow: len(d.TruthRows), was: was})
 		d.TruthRows = append(d.TruthRows, row)
 	}
 	rep.means()

@@ -20,6 +20,13 @@ var (
 	tenth, fifth = 0.1, 0.2
 )
 
+// winKey identifies a window of one stream by its key and start: the
+// tests' map key for what they put in a windowTable.
+type winKey struct {
+	key   string
+	start int64 // unix nanoseconds
+}
+
 func wk(key string, start time.Time) winKey { return winKey{key, start.UnixNano()} }
 
 func agg(count int64, sum, mn, mx float64) event.Agg {

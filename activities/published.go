@@ -16,12 +16,6 @@ import (
 	"reckon/lake"
 )
 
-// winKey identifies a window of one stream by its key and start.
-type winKey struct {
-	key   string
-	start int64 // unix nanoseconds
-}
-
 // cellID identifies a window of a windowTable: key id and start (unix
 // nanoseconds).
 type cellID struct {

@@ -188,8 +188,7 @@ func (a *BatchTruth) RecomputeWindows(ctx context.Context, in RecomputeInput) (R
 
 // candidate is a correction found by a recompute, before publishing.
 type candidate struct {
-	k        winKey
-	pane     event.Pane
+	pane     event.Pane // its window is pane.Key, pane.WindowStart
 	truthRow int        // index of its truth row
 	was      event.Pane // the latest published pane it corrects (version 0: none)
 }
@@ -233,7 +232,7 @@ func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in
 	now := newWindowTable(in.From, in.To, 0) // few windows: the map serves
 	refs := make([]WindowRef, len(cands))
 	for i, c := range cands {
-		refs[i] = WindowRef{Key: c.k.key, Start: time.Unix(0, c.k.start)}
+		refs[i] = WindowRef{Key: c.pane.Key, Start: c.pane.WindowStart}
 	}
 	now.restrict(refs)
 	if err := a.loadPublished(ctx, now, in.Stream, in.From.UTC(), in.To.UTC()); err != nil {
@@ -244,7 +243,7 @@ func (a *BatchTruth) publishFenced(ctx context.Context, res *RecomputeResult, in
 	var panes []event.Pane
 	for _, c := range cands {
 		var v int64
-		if i := now.find(c.k.key, c.k.start); i >= 0 && now.cells[i].flags&hasPane != 0 {
+		if i := now.find(c.pane.Key, c.pane.WindowStart.UnixNano()); i >= 0 && now.cells[i].flags&hasPane != 0 {
 			v = now.cells[i].latest.version
 		}
 		if v != c.was.Version {
@@ -300,6 +299,13 @@ func (a *BatchTruth) writeTruthTable(ctx context.Context, res *RecomputeResult, 
 func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to time.Time, keys []string, t *windowTable) error {
 	step := st.Window * time.Duration(max(1, int64((time.Hour+st.Window-1)/st.Window)))
 	win := int64(st.Window)
+	// Without a value field every event's value is 0: the value column is
+	// neither read nor decoded.
+	hasValue := st.ValueField != ""
+	cols := lake.ColIngestedAt
+	if hasValue {
+		cols |= lake.ColValue
+	}
 	scan := a.Lake.NewRowScanner() // its buffers serve every chunk
 	var (
 		seen chunkDedup
@@ -317,7 +323,7 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 		rowCell, rowVal, remap = rowCell[:0], rowVal[:0], remap[:0]
 		cur, ci := cellID{key: -1}, int32(-1)
 		stats, err := scan.Scan(ctx, lake.Query{Topic: st.Topic, From: cf, To: ct, Keys: keys, EventTypes: st.EventTypes},
-			lake.ColIngestedAt|lake.ColValue,
+			cols,
 			func(r *lake.RowView) error {
 				sk := r.KeyID()
 				for int(sk) >= len(remap) {
@@ -341,14 +347,15 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 					return nil // the gate lets only canonical UUIDs into the lake
 				}
 				c := &t.cells[ci]
-				if ing := r.IngestedAt(); c.flags&hasStreamPane == 0 || ing > c.streamEmittedUS {
+				ing := r.IngestedAt()
+				if c.flags&hasStreamPane == 0 || ing > c.streamEmittedUS {
 					c.beyond++
 				}
-				v := r.Value()
-				if st.ValueField == "" {
-					v = 0
+				v := 0.0
+				if hasValue {
+					v = r.Value()
 				}
-				if !nanoMicros(occ) || !nanoMicros(r.IngestedAt()) || math.IsNaN(v) || math.IsInf(v, 0) {
+				if !nanoMicros(occ) || !nanoMicros(ing) || math.IsNaN(v) || math.IsInf(v, 0) {
 					return nil // operator.ErrRecord: not counted
 				}
 				seen.add(eid)

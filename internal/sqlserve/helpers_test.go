@@ -256,7 +256,6 @@ func newClient(t testing.TB, addr string, opts ...grpc.DialOption) *flightsql.Cl
 type table struct {
 	schema *arrow.Schema
 	rows   [][]string
-	bytes  int64
 }
 
 // readAll runs query through the client and receives every batch.

@@ -206,17 +206,6 @@ func ViewNames() []string {
 	return out
 }
 
-// MacroNames lists the table macros (time travel).
-func MacroNames() []string {
-	var out []string
-	for _, d := range derivedViews {
-		if d.macro {
-			out = append(out, d.name)
-		}
-	}
-	return out
-}
-
 // definitions returns the statements creating every view and macro over
 // the lake at root, present[dir] saying which base tables have files.
 func definitions(root string, present map[string]bool) []string {

@@ -33,7 +33,6 @@ type View struct {
 	latest map[string]event.StreamProgress
 	pos    map[int32]int64 // next offset to read per partition (records and markers seen)
 	bad    int             // records that did not decode (logged, skipped)
-	err    error           // a fetch error that stops the view
 	moved  chan struct{}   // closed and replaced whenever pos moves
 
 	stop func()
