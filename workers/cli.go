@@ -67,6 +67,15 @@ func (cx *cmdContext) parse() error {
 	if err := cx.fs.Parse(cx.args); err != nil {
 		return err
 	}
+	// Flag parsing stops at the first argument that is not a flag: a
+	// --set or --config after it would be silently ignored and the command
+	// would run on another configuration than the operator wrote.
+	for _, a := range cx.fs.Args() {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "set" || name == "config") {
+			return fmt.Errorf("%w: %s comes after the argument %q and would be ignored: put flags before arguments", errUsage, a, cx.fs.Arg(0))
+		}
+	}
 	path := cx.configPath
 	if path == "" {
 		for _, kv := range cx.environ {

@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/goccy/go-yaml"
@@ -15,10 +16,18 @@ func runConfig(ctx context.Context, cx *cmdContext) error {
 		fmt.Fprintln(cx.stderr, "usage: reckon config [show|keys]")
 		cx.fs.PrintDefaults()
 	}
+	// The subcommand first, so `config show --set k=v` shows the override.
+	var sub string
+	if len(cx.args) > 0 && !strings.HasPrefix(cx.args[0], "-") {
+		sub, cx.args = cx.args[0], cx.args[1:]
+	}
 	if err := cx.parse(); err != nil {
 		return err
 	}
-	switch sub := cx.fs.Arg(0); sub {
+	if sub == "" {
+		sub = cx.fs.Arg(0)
+	}
+	switch sub {
 	case "", "show":
 		b, err := yaml.Marshal(cx.cfg)
 		if err != nil {

@@ -33,3 +33,27 @@ func TestConfigKeys(t *testing.T) {
 		t.Errorf("kafka.brokers default: %q", f)
 	}
 }
+
+// TestSetAfterSubcommand: --set written after a subcommand or an argument
+// is read (config show, topics describe, topics tail) or refused with a
+// usage error, never silently ignored.
+func TestSetAfterSubcommand(t *testing.T) {
+	code, stdout, stderr := runReckon(t, "config", "show", "--set", "kafka.brokers=10.9.8.7:9092")
+	if code != 0 || !strings.Contains(stdout, "10.9.8.7:9092") {
+		t.Errorf("config show --set: exit %d, override not shown: %s%s", code, stdout, stderr)
+	}
+	// Port 1 refuses: the error names the broker only if --set was read.
+	for _, args := range [][]string{
+		{"topics", "describe", "--wait", "1s", "--set", "kafka.brokers=127.0.0.1:1"},
+		{"topics", "tail", "reckon-dlq", "--set", "kafka.brokers=127.0.0.1:1"},
+	} {
+		code, _, stderr := runReckon(t, args...)
+		if code == 0 || !strings.Contains(stderr, "127.0.0.1:1") {
+			t.Errorf("%q: exit %d, the broker from --set not used: %s", args, code, stderr)
+		}
+	}
+	code, _, stderr = runReckon(t, "verify", "extra", "--set", "kafka.brokers=127.0.0.1:1")
+	if code != 2 || !strings.Contains(stderr, "--set comes after the argument") {
+		t.Errorf("verify extra --set: exit %d: %s", code, stderr)
+	}
+}

@@ -19,12 +19,30 @@ func runTopics(ctx context.Context, cx *cmdContext) error {
 		fmt.Fprintln(cx.stderr, "usage: reckon topics apply|describe [flags]\n       reckon topics tail TOPIC [-n N] [--follow]")
 		cx.fs.PrintDefaults()
 	}
+	n := cx.fs.Int("n", 10, "tail: records per partition to show from the end")
+	follow := cx.fs.Bool("follow", false, "tail: keep printing new records")
+	// The subcommand (and tail's topic) may come before or after the
+	// flags. Flag parsing stops at the first argument that is not a flag,
+	// so the leading ones are taken off first: `topics describe --set k=v`
+	// reads --set.
+	var pos []string
+	for len(cx.args) > 0 && len(pos) < 2 && !strings.HasPrefix(cx.args[0], "-") {
+		pos, cx.args = append(pos, cx.args[0]), cx.args[1:]
+	}
 	if err := cx.parse(); err != nil {
 		return err
 	}
-	sub := cx.fs.Arg(0)
+	pos = append(pos, cx.fs.Args()...)
+	var sub string
+	if len(pos) > 0 {
+		sub = pos[0]
+	}
 	if sub == "tail" {
-		return runTopicsTail(ctx, cx)
+		var topic string
+		if len(pos) > 1 {
+			topic = pos[1]
+		}
+		return runTopicsTail(ctx, cx, topic, *n, *follow)
 	}
 	if sub != "apply" && sub != "describe" {
 		return fmt.Errorf("%w: want `topics apply`, `topics describe` or `topics tail`", errUsage)

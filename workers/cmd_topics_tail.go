@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -18,23 +17,7 @@ import (
 // runTopicsTail prints the last records of a topic, one JSON object per line
 // (key, partition, offset, timestamp, headers, value), so an operator can
 // see what reached the DLQ and why without another tool.
-func runTopicsTail(ctx context.Context, cx *cmdContext) error {
-	rest := cx.fs.Args()[1:]
-	fs := cx.fs
-	fs.Init("reckon topics tail", fs.ErrorHandling())
-	n := fs.Int("n", 10, "records per partition to show from the end")
-	follow := fs.Bool("follow", false, "keep printing new records")
-	// Accept the topic before or after the flags.
-	var topic string
-	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		topic, rest = rest[0], rest[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
-		return err
-	}
-	if topic == "" && fs.NArg() > 0 {
-		topic = fs.Arg(0)
-	}
+func runTopicsTail(ctx context.Context, cx *cmdContext, topic string, n int, follow bool) error {
 	if topic == "" {
 		return fmt.Errorf("%w: topics tail TOPIC [-n N] [--follow]", errUsage)
 	}
@@ -52,7 +35,7 @@ func runTopicsTail(ctx context.Context, cx *cmdContext) error {
 	}
 	starts := map[string]map[int32]kgo.Offset{topic: {}}
 	for p, o := range ends[topic] {
-		starts[topic][p] = kgo.NewOffset().At(max(o.Offset-int64(*n), 0))
+		starts[topic][p] = kgo.NewOffset().At(max(o.Offset-int64(n), 0))
 	}
 	cl, err := kafkaconn.NewClient(cx.cfg.Kafka, "tail",
 		kgo.ConsumePartitions(starts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
@@ -75,7 +58,7 @@ func runTopicsTail(ctx context.Context, cx *cmdContext) error {
 				return fe.Err
 			}
 		}
-		if fetches.NumRecords() == 0 && !*follow {
+		if fetches.NumRecords() == 0 && !follow {
 			return nil
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
