@@ -48,7 +48,9 @@ type ArchiveRangeInput struct {
 // ArchiveRangeResult is what one step archived. It is small: paths and
 // counts, never the data.
 type ArchiveRangeResult struct {
-	// Next is the cursor after this step (From when nothing was read).
+	// Next is the cursor after this step: past the last record archived
+	// and past the transaction markers and aborted records read after it
+	// (From when nothing was read).
 	Next int64
 	// Records read; Rows archived to raw/; Rejected to rejected/.
 	Records  int64
@@ -141,8 +143,11 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 		first = in.From
 		last  = in.From - 1
 	)
-	// pos is the next offset to read: past the last record, and past
-	// aborted batches and transaction markers, which hold no record.
+	// pos is the next offset to read: past the last record taken, and past
+	// aborted batches and transaction markers, which hold no record. Every
+	// offset below it is in recs or holds no committed record, so the
+	// step's cursor moves to pos: a partition whose last offsets are
+	// markers (a transactional producer's) is caught up at its end.
 	pos := in.From
 	deadline := time.Now().Add(in.MaxWait)
 	for pos < end && len(recs) < in.MaxRecords && bytes < in.MaxBytes {
@@ -152,6 +157,7 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 		}
 		for _, r := range fetched {
 			if r.Offset >= end || len(recs) >= in.MaxRecords {
+				next = r.Offset // the first record not taken: the next step's
 				break
 			}
 			last = r.Offset
@@ -165,18 +171,17 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 		}
 	}
 	res.Records = int64(len(recs))
-	if last < first {
-		return a.finish(ctx, res, in)
+	if last >= first {
+		wr, err := w.WriteRange(ctx, in.Partition, first, last, recs)
+		if err != nil {
+			return res, err
+		}
+		res.Rows, res.Rejected, res.Hours = wr.Rows, wr.Rejected, wr.Hours
+		for _, f := range wr.Files {
+			res.Files = append(res.Files, f.Path)
+		}
 	}
-	wr, err := w.WriteRange(ctx, in.Partition, first, last, recs)
-	if err != nil {
-		return res, err
-	}
-	res.Next = wr.NextOffset
-	res.Rows, res.Rejected, res.Hours = wr.Rows, wr.Rejected, wr.Hours
-	for _, f := range wr.Files {
-		res.Files = append(res.Files, f.Path)
-	}
+	res.Next = pos
 	res.CaughtUp = res.Next >= end
 	return a.finish(ctx, res, in)
 }

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http/httptest"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,22 +90,7 @@ func testStores(t *testing.T, dir string) map[string]testStore {
 	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
 	t.Cleanup(srv.Close)
 	return map[string]testStore{
-		"local": {opts: lake.Options{Root: dir}, files: func(t *testing.T) map[string][]byte {
-			out := map[string][]byte{}
-			err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-				if err != nil || d.IsDir() {
-					return err
-				}
-				rel, _ := filepath.Rel(dir, p)
-				b, err := os.ReadFile(p)
-				out[filepath.ToSlash(rel)] = b
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return out
-		}},
+		"local": {opts: lake.Options{Root: dir}, files: func(t *testing.T) map[string][]byte { return dirFiles(t, dir) }},
 		"s3": {opts: lake.Options{Root: "s3://reckon-lake/prod", S3: lake.S3Options{
 			Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret"}},
 			files: func(t *testing.T) map[string][]byte {

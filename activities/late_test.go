@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -67,5 +68,80 @@ func TestReadLateSignalsTheAffectedWindows(t *testing.T) {
 	it := items[0]
 	if it.Key != "u7" || !it.WindowStart.Equal(t0.Add(5*time.Minute)) || !it.WindowEnd.Equal(t0.Add(10*time.Minute)) || it.SourcePartition != 1 || it.SourceOffset != 17 {
 		t.Fatalf("item %+v", it)
+	}
+}
+
+// TestReadLateCatchesUpPastTransactionMarkers: the stream writes the late
+// topic in transactions, so a late partition ends with a marker (or with
+// an aborted transaction and its marker) that is no record. ReadLate
+// reads the committed late records only, its cursor reaches the last
+// stable offset, and it reports caught up there.
+func TestReadLateCatchesUpPastTransactionMarkers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kfake")
+	}
+	f := newTruthFixture(t)
+	var mu sync.Mutex
+	var got []int64
+	f.a.SignalLate = func(_ context.Context, _ string, items []activities.LateItem) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, it := range items {
+			got = append(got, it.SourceOffset)
+		}
+		return nil
+	}
+	f.event(1, "u7", t0.Add(7*time.Minute), t0.Add(time.Hour), 42)
+	raw := f.raw[1][0]
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(f.cfg.Kafka, "test-late"),
+		kgo.TransactionalID("test-late-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var want []int64
+	src := 0
+	for _, commit := range []bool{true, true, false} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var recs []*kgo.Record
+		for range 2 {
+			recs = append(recs, &kgo.Record{Topic: lateTopic, Partition: 0, Key: raw.Key, Value: raw.Value, Headers: []kgo.RecordHeader{
+				{Key: event.HeaderReason, Value: []byte("late")},
+				{Key: "reckon.stream", Value: []byte("payments")},
+				{Key: event.HeaderSourceTopic, Value: []byte(rawTopic)},
+				{Key: event.HeaderSourcePartition, Value: []byte("1")},
+				{Key: event.HeaderSourceOffset, Value: []byte(strconv.Itoa(src))},
+			}})
+			if commit {
+				want = append(want, int64(src))
+			}
+			src++
+		}
+		if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(t.Context(), kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adm := f.a.Kafka.Admin
+	offs, err := adm.ListCommittedOffsets(t.Context(), lateTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := offs.Lookup(lateTopic, 0)
+	res, err := run[activities.ReadLateResult](t, f.a, f.a.ReadLate, activities.ReadLateInput{Topic: lateTopic, Partition: 0, From: 0, Wait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Records != int64(len(want)) || res.Next != end.Offset || !res.CaughtUp {
+		t.Errorf("result %+v, want %d records, caught up at the last stable offset %d", res, len(want), end.Offset)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(got, want) {
+		t.Errorf("signalled source offsets %v, want the committed records' %v", got, want)
 	}
 }

@@ -20,7 +20,8 @@ type Progress struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	// NextOffset is the first offset not yet archived: every offset below
-	// it is in the raw or the rejected table.
+	// it is in the raw or the rejected table, or holds no record (a
+	// transaction marker, an aborted transaction's record).
 	NextOffset int64 `json:"next_offset"`
 	// ArchivedThrough is the ingest (Kafka timestamp) time up to which
 	// everything the partition received is archived: no record with an

@@ -3,6 +3,7 @@ package streaming
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -175,8 +176,12 @@ func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (O
 	return out, err
 }
 
-// WaitCaughtUp waits until the stream group has committed every raw offset
+// WaitCaughtUp waits until the stream group has committed every raw record
 // of every configured stream's topic, or ctx ends. It looks every 100 ms.
+// A partition is caught up when its committed offset reaches its end, or
+// when only transaction markers and aborted records lie between the two:
+// a read_committed consumer never receives those as records, so the
+// offset it commits stops at the last record it processed.
 func WaitCaughtUp(ctx context.Context, cfg *config.Config) error {
 	return waitCaughtUp(ctx, cfg, 100*time.Millisecond)
 }
@@ -194,20 +199,57 @@ func waitCaughtUp(ctx context.Context, cfg *config.Config, every time.Duration) 
 		raw = append(raw, s.Topic)
 	}
 	last := "nothing read yet"
+	// tails holds what is known of each partition's last offsets, read
+	// once per end offset: not once per look, nor per commit.
+	tails := map[tp]tail{}
 	for {
 		ends, err1 := adm.ListEndOffsets(ctx, raw...)
 		committed, err2 := adm.FetchOffsetsForTopics(ctx, cfg.Stream.Group, raw...)
 		if err1 == nil && err2 == nil {
 			done := true
+			reads := map[tp]span{}
 			ends.Each(func(o kadm.ListedOffset) {
-				c, ok := committed.Lookup(o.Topic, o.Partition)
-				if o.Offset > 0 && (!ok || c.At < o.Offset) {
-					done = false
-					last = fmt.Sprintf("%s/%d committed %d of %d", o.Topic, o.Partition, c.At, o.Offset)
+				if o.Offset <= 0 {
+					return
 				}
+				c := int64(0)
+				if co, ok := committed.Lookup(o.Topic, o.Partition); ok {
+					c = max(co.At, 0)
+				}
+				if c >= o.Offset {
+					return
+				}
+				k := tp{o.Topic, o.Partition}
+				t, ok := tails[k]
+				if !ok || t.end != o.Offset {
+					t = tail{end: o.Offset, from: o.Offset, last: -1}
+					tails[k] = t
+				}
+				switch {
+				case t.last >= 0 && c > t.last, t.last < 0 && c >= t.from:
+					return // only markers and aborted records from c on
+				case t.last < 0:
+					// Read further down, doubling what was read, not
+					// below c.
+					reads[k] = span{max(c, t.from-max(tailWindow, t.end-t.from)), t.from}
+				}
+				done = false
+				last = fmt.Sprintf("%s/%d committed %d of %d", o.Topic, o.Partition, c, o.Offset)
 			})
 			if done {
 				return nil
+			}
+			if len(reads) > 0 {
+				found, err := lastRecords(ctx, cfg.Kafka, reads)
+				if err == nil {
+					for k, off := range found {
+						t := tails[k]
+						t.from, t.last = reads[k].from, off
+						tails[k] = t
+					}
+					continue // look again at once with what was read
+				}
+				last = fmt.Sprintf("%s (%v)", last, err)
 			}
 		}
 		select {
@@ -216,6 +258,79 @@ func waitCaughtUp(ctx context.Context, cfg *config.Config, every time.Duration) 
 		case <-time.After(every):
 		}
 	}
+}
+
+// tailWindow is how many offsets below a partition's end WaitCaughtUp
+// reads first for the partition's last record; only when those are all
+// markers and aborted records does it read further down.
+const tailWindow = 64
+
+// tail is what WaitCaughtUp has read of the offsets [from, end) of a
+// partition whose end is end.
+type tail struct {
+	end, from int64
+	// last is the offset of the last record in [from, end) (not a
+	// transaction marker, not aborted); -1: none.
+	last int64
+}
+
+// span is the offsets [from, to).
+type span struct{ from, to int64 }
+
+// lastRecords reads the given spans of raw partitions as the stream reads
+// them (read committed: aborted records are skipped), transaction markers
+// included, and returns the offset of the last record in each span, -1
+// where it holds markers and aborted records only. Below a partition's
+// last stable offset a span's last offset is a record or a marker, so the
+// read ends there; a span it does not reach within probeWait (a
+// transaction still open) fails the read.
+func lastRecords(ctx context.Context, cfg config.Kafka, spans map[tp]span) (map[tp]int64, error) {
+	from := map[string]map[int32]kgo.Offset{}
+	out := map[tp]int64{}
+	for k, s := range spans {
+		if from[k.topic] == nil {
+			from[k.topic] = map[int32]kgo.Offset{}
+		}
+		from[k.topic][k.partition] = kgo.NewOffset().At(s.from)
+		out[k] = -1
+	}
+	cl, err := kafkaconn.NewClient(cfg, "verify",
+		kgo.ConsumePartitions(from),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	left := maps.Clone(spans)
+	for len(left) > 0 {
+		fs := cl.PollFetches(pctx)
+		if err := pctx.Err(); err != nil {
+			return nil, fmt.Errorf("streaming: the ends of %d partitions not read within %v: %w", len(left), probeWait, err)
+		}
+		for _, fe := range fs.Errors() {
+			if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
+				return nil, fmt.Errorf("streaming: read %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+			}
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			k := tp{r.Topic, r.Partition}
+			s, ok := left[k]
+			if !ok || r.Offset < s.from {
+				return
+			}
+			if r.Offset < s.to && !r.Attrs.IsControl() {
+				out[k] = r.Offset
+			}
+			if r.Offset+1 >= s.to {
+				delete(left, k)
+			}
+		})
+	}
+	return out, nil
 }
 
 // RunUntilCaughtUp runs a stream worker in process until the stream group
