@@ -102,6 +102,15 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	}
 	cfg.Kafka.Brokers = []string{kafkaAddr}
 	cfg.Temporal.Address = temporalAddr
+	// The default lake lives in the dev dir: with dev.dir moved and
+	// lake.root left at its default, the lake moves along. Otherwise a
+	// fresh dev dir (a new broker, offsets from 0) would meet the old
+	// lake's archive progress, and the archive would stop on "cursor
+	// beyond the end" as it must for a recreated topic.
+	if cfg.Lake.Root == defaultLakeRoot && filepath.Clean(cfg.Dev.Dir) != filepath.Clean(defaultDevDir) {
+		cfg.Lake.Root = filepath.Join(dir, "lake")
+		common = append(common, "--set", "lake.root="+cfg.Lake.Root)
+	}
 
 	var outMu sync.Mutex
 	mk := func(name, path string, args ...string) *proc {
@@ -320,6 +329,12 @@ func devGenerators(cfg *config.Config) []devGenerator {
 	}
 	return gens
 }
+
+// The defaults of dev.dir and lake.root (deploy/reckon.yaml).
+const (
+	defaultDevDir   = "./.reckon"
+	defaultLakeRoot = "./.reckon/lake"
+)
 
 func hasSet(sets []string, key string) bool {
 	for _, s := range sets {

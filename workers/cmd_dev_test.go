@@ -54,6 +54,10 @@ func TestDevCleanStopLeavesNoPidFiles(t *testing.T) {
 	if w, r := strings.Index(o, "waiting for the broker on 127.0.0.1:"+strconv.Itoa(port)), strings.Index(o, "broker ready"); w < 0 || r < w {
 		t.Errorf("the broker wait did not say what it waits for first:\n%s", o)
 	}
+	// lake.root left at its default follows the moved dev dir.
+	if !strings.Contains(o, "lake            "+filepath.Join(dir, "lake")+" ") {
+		t.Errorf("the default lake did not follow dev.dir %s:\n%s", dir, o)
+	}
 	if !strings.Contains(o, "waiting for the broker to apply the topic map") {
 		t.Errorf("the topic map's apply did not say it waits:\n%s", o)
 	}

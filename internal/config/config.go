@@ -200,7 +200,9 @@ const (
 
 // Dev tunes the embedded stack of `reckon dev`.
 type Dev struct {
-	// Dir holds the broker data, Temporal's SQLite file and the lake. Default "./.reckon".
+	// Dir holds the broker data, Temporal's SQLite file and the lake (when
+	// lake.root is left at its default, `reckon dev` puts the lake in
+	// Dir/lake). Default "./.reckon".
 	Dir string `yaml:"dir"`
 	// KafkaPort of the embedded broker. Default 9092.
 	KafkaPort int `yaml:"kafka_port"`

@@ -73,7 +73,7 @@ var keyDocs = map[string]string{
 	"stream_worker.checkpoint_records":     "CheckpointInterval and CheckpointRecords: a partition's full operator state is written to the state topic when this much wall time or this many records have passed since its last checkpoint; in between, each transaction writes only a small replay log (docs/adr/0012).",
 	"stream_worker.late_panes":             "LatePanes says how late panes are published: \"per_transaction\" (default) publishes one pane per window per transaction, the latest, its version counting every late event (superseded versions are skipped, as compaction would); \"per_event\" publishes every one. docs/adr/0013.",
 	"stream_worker.parallelism":            "Parallelism is how many assigned partitions a worker processes at once (each partition's records stay in order; partitions share nothing).",
-	"dev.dir":                              "Dir holds the broker data, Temporal's SQLite file and the lake.",
+	"dev.dir":                              "Dir holds the broker data, Temporal's SQLite file and the lake (when lake.root is left at its default, `reckon dev` puts the lake in Dir/lake).",
 	"dev.kafka_port":                       "KafkaPort of the embedded broker.",
 	"dev.temporal_port":                    "TemporalPort of the dev server frontend.",
 	"dev.ui_port":                          "UIPort of the Temporal UI.",
