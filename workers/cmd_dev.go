@@ -253,10 +253,10 @@ func runDev(ctx context.Context, cx *cmdContext) error {
   Temporal UI     http://127.0.0.1:%d
   Kafka           %s   (./bin/reckon topics describe; ./bin/reckon topics tail %s)
   metrics         http://%s/metrics and the next ports (stream, batch: each logs its own url)
-  lake            %s   (./bin/reckon lake ls)%s
+  lake            %s   (./bin/reckon lake ls%s)%s
   logs, pids      %s, %s
 Ctrl-C stops everything; the next `+"`reckon dev`"+` resumes from %s.`,
-		cfg.Dev.UIPort, kafkaAddr, cfg.Topics.DLQ, cfg.Metrics.Addr, lake, devSQLLine(cfg.SQL.Listen, skip["sql"]), logDir, runDir, dir)
+		cfg.Dev.UIPort, kafkaAddr, cfg.Topics.DLQ, cfg.Metrics.Addr, lake, lakeFlagHint(cfg.Lake.Root), devSQLLine(cfg.SQL.Listen, skip["sql"]), logDir, runDir, dir)
 	<-ctx.Done()
 	say("stopping (components in reverse order)...")
 	stopAll()
@@ -335,6 +335,15 @@ const (
 	defaultDevDir   = "./.reckon"
 	defaultLakeRoot = "./.reckon/lake"
 )
+
+// lakeFlagHint is the --lake flag a `reckon lake` command in another
+// terminal needs to find this lake: none for the default one.
+func lakeFlagHint(root string) string {
+	if root == defaultLakeRoot {
+		return ""
+	}
+	return " --lake " + root
+}
 
 func hasSet(sets []string, key string) bool {
 	for _, s := range sets {

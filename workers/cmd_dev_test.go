@@ -55,7 +55,7 @@ func TestDevCleanStopLeavesNoPidFiles(t *testing.T) {
 		t.Errorf("the broker wait did not say what it waits for first:\n%s", o)
 	}
 	// lake.root left at its default follows the moved dev dir.
-	if !strings.Contains(o, "lake            "+filepath.Join(dir, "lake")+" ") {
+	if !strings.Contains(o, "lake            "+filepath.Join(dir, "lake")+"   (./bin/reckon lake ls --lake "+filepath.Join(dir, "lake")+")") {
 		t.Errorf("the default lake did not follow dev.dir %s:\n%s", dir, o)
 	}
 	if !strings.Contains(o, "waiting for the broker to apply the topic map") {
