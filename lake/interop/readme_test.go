@@ -3,6 +3,7 @@ package interop
 import (
 	"cmp"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -25,20 +26,30 @@ import (
 // section, with the demo lake path replaced by root.
 func readmeQueries(t *testing.T, root string) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	qs, err := readmeSQL(root)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return qs
+}
+
+// readmeSQL is readmeQueries for callers without a *testing.T (the
+// process benchmark's children).
+func readmeSQL(root string) ([]string, error) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		return nil, err
 	}
 	s := string(b)
 	i := strings.Index(s, "## Query the lake")
 	if i < 0 {
-		t.Fatal("README has no Query the lake section")
+		return nil, errors.New("README has no Query the lake section")
 	}
 	s = s[i+1:]
 	if j := strings.Index(s, "\n## "); j >= 0 {
 		s = s[:j]
 	}
-	return sqlBlocks(s, root)
+	return sqlBlocks(s, root), nil
 }
 
 // sqlBlocks returns the ```sql blocks of markdown s, with the demo lake
@@ -62,12 +73,7 @@ func sqlBlocks(s, root string) []string {
 // as column name → value maps.
 func runReadmeQuery(t *testing.T, db *sql.DB, q string) []map[string]any {
 	t.Helper()
-	var stmts []string
-	for _, st := range strings.Split(q, ";") {
-		if strings.TrimSpace(stripComments(st)) != "" {
-			stmts = append(stmts, st)
-		}
-	}
+	stmts := statements(q)
 	for _, st := range stmts[:len(stmts)-1] {
 		if _, err := db.Exec(st); err != nil {
 			t.Fatalf("%s: %v", st, err)
@@ -102,6 +108,18 @@ func runReadmeQuery(t *testing.T, db *sql.DB, q string) []map[string]any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// statements splits q into its statements, dropping empty ones and
+// comment-only ones.
+func statements(q string) []string {
+	var stmts []string
+	for _, st := range strings.Split(q, ";") {
+		if strings.TrimSpace(stripComments(st)) != "" {
+			stmts = append(stmts, st)
+		}
+	}
+	return stmts
 }
 
 func stripComments(s string) string {
