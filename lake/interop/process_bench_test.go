@@ -207,11 +207,7 @@ func buildProcLake() (*procLake, error) {
 func BenchmarkLakeQueryProcess(b *testing.B) {
 	p := getProcLake(b)
 	t := getProcTools(b)
-	qs, err := readmeSQL(p.root)
-	if err != nil {
-		b.Fatal(err)
-	}
-	q := qs[0]
+	q := readmeQueries(b, p.root)[0]
 	if !strings.Contains(q, "/raw/**") || strings.Contains(strings.ToUpper(q), "DISTINCT ON") || strings.Contains(q, "hive_types") {
 		b.Fatalf("the README's first query is no longer the plain hourly aggregation of raw/:\n%s", q)
 	}

@@ -3,7 +3,6 @@ package interop
 import (
 	"cmp"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -24,32 +23,22 @@ import (
 
 // readmeQueries returns the SQL blocks of the README's "Query the lake"
 // section, with the demo lake path replaced by root.
-func readmeQueries(t *testing.T, root string) []string {
+func readmeQueries(t testing.TB, root string) []string {
 	t.Helper()
-	qs, err := readmeSQL(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return qs
-}
-
-// readmeSQL is readmeQueries for callers without a *testing.T (the
-// process benchmark's children).
-func readmeSQL(root string) ([]string, error) {
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
 	s := string(b)
 	i := strings.Index(s, "## Query the lake")
 	if i < 0 {
-		return nil, errors.New("README has no Query the lake section")
+		t.Fatal("README has no Query the lake section")
 	}
 	s = s[i+1:]
 	if j := strings.Index(s, "\n## "); j >= 0 {
 		s = s[:j]
 	}
-	return sqlBlocks(s, root), nil
+	return sqlBlocks(s, root)
 }
 
 // sqlBlocks returns the ```sql blocks of markdown s, with the demo lake
