@@ -62,17 +62,19 @@ dev: build temporal
 
 # Benchmarks (docs/requirements.md R-PERF): every benchmark in one run —
 # stream hot path, stream end to end and latency, archive write, lake query
-# and recompute a day vs DuckDB, Z-report throughput, time to truth. The raw
+# and recompute a day vs DuckDB, DuckDB and `reckon lake query` as separate
+# processes, raw files per hour under paced traffic, Z-report throughput,
+# time to truth. The raw
 # `go test -bench` output is kept in $(BENCH_RAW); tools/benchreport renders
 # BENCHMARKS.md from it,
 # each figure beside its reference, each goal checked (do not edit that
-# file). About 5 minutes on a quiet 2-core machine, 10+ when others load it
-# (the report states the load average). Per-core figures run with
+# file). About 10 minutes on a quiet 2-core machine, 15+ when others load
+# it (the report states the load average). Per-core figures run with
 # -cpu 1; fixed -benchtime Nx counts bound the time; -count $(BENCH_COUNT)
 # gives a range where a run is cheap. A failing benchmark does not stop the
 # suite: it shows in the report as "did not run", and the render step fails.
 # A quick trial of the pipeline:
-#   make bench BENCH_N=10000 BENCH_COUNT=1 BENCH_STREAM_COUNT=1 BENCH_ROWS=100000 BENCH_DAY_ROWS=100000 BENCH_SQL_ROWS=100000 ZREPORT_KEYS=50
+#   make bench BENCH_N=10000 BENCH_COUNT=1 BENCH_STREAM_COUNT=1 BENCH_ROWS=100000 BENCH_DAY_ROWS=100000 BENCH_SQL_ROWS=100000 BENCH_LAKEQ_ROWS=100000 BENCH_PACE_SPEED=30 ZREPORT_KEYS=50
 BENCH_RAW      ?= .reckon/bench/raw.txt
 BENCH_N        ?= 1000000
 BENCH_COUNT    ?= 2
@@ -85,6 +87,12 @@ BENCH_DAY_ROWS ?= 2000000
 # (about 1 GB per 5 M rows) and runs each query twice per run: 2 M rows
 # keep it to a couple of minutes; BENCH_SQL_ROWS=10000000 is the full size.
 BENCH_SQL_ROWS ?= 2000000
+# DuckDB and `reckon lake query` as separate processes on a compacted day.
+BENCH_LAKEQ_ROWS ?= 10000000
+# Raw files per hour under paced traffic (tools/compactpace): traffic
+# seconds per wall second; 10 plays 30 traffic minutes in 3 wall minutes,
+# 1 is real time (30 minutes: the step's timeout is 60m).
+BENCH_PACE_SPEED ?= 10
 ZREPORT_KEYS   ?= 2000
 BENCH_TEST     := $(GO) test -run '^$$' -v -timeout 20m
 # bench_step runs one benchmark command, appending a marker naming it and
@@ -104,6 +112,8 @@ bench: build temporal
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 1x -cpu 1 -count $(BENCH_COUNT) ./lake)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 200000x -cpu 1 ./internal/generate)
 	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_ROWS) RECKON_BENCH_DAY_ROWS=$(BENCH_DAY_ROWS) $(BENCH_TEST) -bench 'Hourly|RecomputeDay' -benchtime 1x -count $(BENCH_COUNT))
+	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_LAKEQ_ROWS) RECKON_BENCH_BIN=$(BIN)/reckon $(BENCH_TEST) -bench LakeQueryProcess -benchtime 1x -count $(BENCH_COUNT))
+	$(call bench_step,RECKON_BENCH_PACE_SPEED=$(BENCH_PACE_SPEED) $(GO) test -run '^$$' -v -timeout 60m -bench CompactPace -benchtime 1x ./tools/compactpace)
 	$(call bench_step,RECKON_BENCH_ROWS=$(BENCH_SQL_ROWS) $(BENCH_TEST) -tags duckdb_arrow -bench 'FlightSQL' -benchtime 1x -cpu 2 -count $(BENCH_COUNT) ./internal/sqlserve)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench ZReportThroughput -benchtime $(ZREPORT_KEYS)x ./workers)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench TimeToTruth -benchtime 1x ./workers)

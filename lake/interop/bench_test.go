@@ -73,6 +73,16 @@ func TestMain(m *testing.M) {
 	if l, err := benchLakeIfBuilt(); err == nil && l != nil {
 		os.RemoveAll(l.Root())
 	}
+	if procLakeBuilt {
+		if p, err := procLakeOnce(); err == nil {
+			os.RemoveAll(p.root)
+		}
+	}
+	if procToolsBuilt {
+		if t, _ := procToolsOnce(); t != nil {
+			os.RemoveAll(t.dir)
+		}
+	}
 	if dayLakeBuilt {
 		if d, err := dayLakeOnce(); err == nil {
 			os.RemoveAll(d.root)

@@ -16,4 +16,9 @@
 // and the benchmarks with, e.g.:
 //
 //	cd lake/interop && RECKON_BENCH_ROWS=10000000 go test -run '^$' -bench . -benchtime 1x
+//
+// BenchmarkLakeQueryProcess runs DuckDB and `reckon lake query` as
+// separate processes; its two small programs live in internal/:
+// duckquery (DuckDB with one thread, nothing else linked) and launch
+// (measures a child's wall time, CPU time and peak RSS).
 package interop

@@ -23,7 +23,7 @@ import (
 
 // readmeQueries returns the SQL blocks of the README's "Query the lake"
 // section, with the demo lake path replaced by root.
-func readmeQueries(t *testing.T, root string) []string {
+func readmeQueries(t testing.TB, root string) []string {
 	t.Helper()
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -62,12 +62,7 @@ func sqlBlocks(s, root string) []string {
 // as column name → value maps.
 func runReadmeQuery(t *testing.T, db *sql.DB, q string) []map[string]any {
 	t.Helper()
-	var stmts []string
-	for _, st := range strings.Split(q, ";") {
-		if strings.TrimSpace(stripComments(st)) != "" {
-			stmts = append(stmts, st)
-		}
-	}
+	stmts := statements(q)
 	for _, st := range stmts[:len(stmts)-1] {
 		if _, err := db.Exec(st); err != nil {
 			t.Fatalf("%s: %v", st, err)
@@ -102,6 +97,18 @@ func runReadmeQuery(t *testing.T, db *sql.DB, q string) []map[string]any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// statements splits q into its statements, dropping empty ones and
+// comment-only ones.
+func statements(q string) []string {
+	var stmts []string
+	for _, st := range strings.Split(q, ";") {
+		if strings.TrimSpace(stripComments(st)) != "" {
+			stmts = append(stmts, st)
+		}
+	}
+	return stmts
 }
 
 func stripComments(s string) string {

@@ -21,7 +21,10 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden.md")
 // to hold every way a benchmark can go missing: a build failure, a go
 // command error before any package ran, a failed sub-benchmark without
 // -v, a timeout panic, a skip, and a result line split by the
-// benchmark's own output.
+// benchmark's own output. trial.txt also holds, as two steps of their own
+// (marker times fitted into the run's), the real output of
+// BenchmarkLakeQueryProcess (RECKON_BENCH_ROWS=100000) and
+// BenchmarkCompactPace (speed 10) from later runs.
 
 func parseFile(t *testing.T, name string) *Run {
 	t.Helper()
@@ -208,6 +211,9 @@ func TestFormat(t *testing.T) {
 		{"windows", []float64{288000}, "288,000 windows"},
 		{"allocs/op", []float64{1}, "1 allocs/op"},
 		{"heap-MiB", []float64{473.2}, "473 MiB"},
+		{"maxrss-MB", []float64{42.52, 1234}, "42.5–1,234 MB"},
+		{"open-files", []float64{46}, "46"},
+		{"speed", []float64{10}, "10 × real time"},
 		{"rows/cpu-s", nil, "—"},
 	} {
 		if got := fmtRange(c.unit, c.v); got != c.want {
@@ -225,5 +231,24 @@ func TestFormat(t *testing.T) {
 	}
 	if _, ok := speedRatio("bytes/event", 1, 2); ok {
 		t.Error("bytes are no speed")
+	}
+}
+
+// TestVerdictRatioAtMost: a count against its bound of the same run.
+func TestVerdictRatioAtMost(t *testing.T) {
+	raw := "pkg: reckon/x\nBenchmarkPace \t 1\t 5.000 closed-files\t 3.000 closed-bound\t 3.000 open-files\t 64.00 open-bound\nok  \treckon/x\t1.0s\n"
+	r, err := Parse(strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := &renderer{run: r, used: map[string]bool{}}
+	for _, c := range []struct{ metric, bound, want string }{
+		{"closed-files", "closed-bound", "**not met** (1.67× the bound)"},
+		{"open-files", "open-bound", "**met** (0.05× the bound)"},
+	} {
+		row := Row{Reckon: fig("reckon/x", "BenchmarkPace", c.metric), Ref: ref("reckon/x", "BenchmarkPace", c.bound), Goal: &Goal{Kind: RatioAtMost, Value: 1}}
+		if got := rr.verdict(row); got != c.want {
+			t.Errorf("%s: %q, want %q", c.metric, got, c.want)
+		}
 	}
 }

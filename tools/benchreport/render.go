@@ -197,6 +197,12 @@ func (r *renderer) ratioCell(row Row) string {
 	if rerr != "" || len(rv) == 0 || ref == 0 || median(rv) == 0 {
 		return "—"
 	}
+	if unitOf(unit).kind == kindMemory {
+		if x := median(rv) / ref; x > 1 {
+			return fmt.Sprintf("%s× more", fmtRatio(x))
+		}
+		return fmt.Sprintf("%s× less", fmtRatio(ref/median(rv)))
+	}
 	speed, ok := speedRatio(unit, median(rv), ref)
 	if !ok {
 		return fmt.Sprintf("%.2f×", median(rv)/ref)
@@ -270,6 +276,16 @@ func (r *renderer) verdict(row Row) string {
 		}
 		x := m / median(fv)
 		return met(x >= g.Value, fmt.Sprintf("%s× the reference", fmtRatio(x)))
+	case RatioAtMost:
+		if row.Ref.Figure == nil {
+			return "no reference"
+		}
+		fv, ferr := r.values(*row.Ref.Figure)
+		if ferr != "" || len(fv) == 0 || median(fv) == 0 {
+			return "did not run (reference)"
+		}
+		x := m / median(fv)
+		return met(x <= g.Value, fmt.Sprintf("%s× the bound", fmtRatio(x)))
 	case Scale:
 		if m >= g.Value {
 			return met(true, "")
@@ -477,6 +493,8 @@ const (
 	kindSeconds
 	kindBytes
 	kindCount
+	// kindMemory is a process's memory in MB: less is better.
+	kindMemory
 )
 
 type unitInfo struct {
@@ -513,6 +531,14 @@ func unitOf(u string) unitInfo {
 		return unitInfo{"", kindCount}
 	case "windows", "events", "ids", "points":
 		return unitInfo{u, kindCount}
+	case "maxrss-MB":
+		return unitInfo{"MB", kindMemory}
+	case "rows", "files", "closed-files", "closed-bound", "closed-hours", "open-files", "open-bound", "redelivered", "dropped":
+		return unitInfo{"", kindCount}
+	case "speed", "achieved-speed":
+		return unitInfo{"× real time", kindOther}
+	case "traffic-min":
+		return unitInfo{"min", kindOther}
 	}
 	switch {
 	case strings.HasSuffix(u, "-ms"):
@@ -551,7 +577,7 @@ func scaleFor(unit string, max float64) (func(float64) string, string) {
 	u := unitOf(unit)
 	withLabel := func(s string) string { return strings.TrimSpace(s + " " + u.label) }
 	switch u.kind {
-	case kindRate, kindOther:
+	case kindRate, kindOther, kindMemory:
 		div, pre := siScale(max)
 		return func(v float64) string { return sig3(v / div) }, withLabel(pre)
 	case kindCount:

@@ -14,6 +14,7 @@ const (
 	pkgGenerate = "reckon/internal/generate"
 	pkgWorkers  = "reckon/workers"
 	pkgSQL      = "reckon/internal/sqlserve"
+	pkgPace     = "reckon/tools/compactpace"
 )
 
 // Section is one heading of the report.
@@ -75,6 +76,9 @@ const (
 	Scale
 	// RatioAtLeast: figure ≥ Value times the reference figure (same unit).
 	RatioAtLeast
+	// RatioAtMost: figure ≤ Value times the reference figure (same unit):
+	// a count against its bound measured in the same run.
+	RatioAtMost
 )
 
 // Goal is a target a row's figure is checked against.
@@ -115,6 +119,8 @@ const (
 	zrep   = "BenchmarkZReportThroughput"
 	ttt    = "BenchmarkTimeToTruth"
 	fsql   = "BenchmarkFlightSQL/"
+	lakeq  = "BenchmarkLakeQueryProcess/"
+	pace   = "BenchmarkCompactPace"
 )
 
 // Suite is the report's sections, in order.
@@ -225,6 +231,17 @@ var Suite = []Section{
 		},
 	},
 	{
+		Title: "DuckDB (threads=1, no DISTINCT ON) vs reckon lake query — 10 M rows compacted",
+		About: "What an analyst runs, each engine in a process of its own on the same lake: a day of the sensor topic (RECKON_BENCH_ROWS raw rows, `make bench` 10 M; 1% redeliveries; 3 partitions archived as 20 files per partition-hour), every hour then compacted as closed by the real compaction (`lake.CompactHour`: files of up to 1 M rows, redeliveries to raw_dropped/). DuckDB (`SET threads = 1`, a program of database/sql and the driver only) runs the README's hourly query as printed, on the raw table without `DISTINCT ON` and without `hive_types`; `reckon lake query` (bin/reckon) gives the hourly figures deduplicating any hour. A launcher measures each process: wall clock, CPU time (user + system) and peak RSS (rusage maxrss; the launcher's own few MB are the floor). Both answers are checked against the generator, hour by hour, before timing; the timed runs find the files in the page cache.",
+		Rows: []Row{
+			{Case: "**wall clock**", Reckon: fig(pkgInterop, lakeq+"reckon", "wall-s"), Ref: ref(pkgInterop, lakeq+"duckdb", "wall-s")},
+			{Case: "**peak RSS**", Reckon: fig(pkgInterop, lakeq+"reckon", "maxrss-MB"), Ref: ref(pkgInterop, lakeq+"duckdb", "maxrss-MB")},
+			{Case: "CPU time (user + system)", Reckon: fig(pkgInterop, lakeq+"reckon", "cpu-s"), Ref: ref(pkgInterop, lakeq+"duckdb", "cpu-s")},
+			{Case: "raw rows (redeliveries included)", Reckon: fig(pkgInterop, lakeq+"reckon", "rows")},
+			{Case: "files after compaction", Reckon: fig(pkgInterop, lakeq+"reckon", "files")},
+		},
+	},
+	{
 		Title: "SQL endpoint: Arrow Flight SQL vs DuckDB in process",
 		Goal:  "the endpoint adds ≤ 20 % to DuckDB's time (hourly aggregation)",
 		About: "RECKON_BENCH_ROWS raw rows (24 hourly files, 50 keys) through the endpoint's views (docs/lake.md): each query run by the same DuckDB engine in process (its Arrow batches read, no network) and through `reckon serve sql` on loopback with arrow-go's Flight SQL client receiving every batch, back to back in each run, alternating which goes first. Hourly count/sum/min/max per key over `events` (1,200 result rows), and `SELECT * FROM events` (every row transferred). Both cores (docs/adr/0017-sql-endpoint.md).",
@@ -234,6 +251,25 @@ var Suite = []Section{
 			{Case: "`SELECT * FROM events`, wall clock", Reckon: fig(pkgSQL, fsql+"events", "flightsql-s"), Ref: ref(pkgSQL, fsql+"events", "duckdb-s")},
 			{Case: "`SELECT * FROM events`, rows/s", Reckon: fig(pkgSQL, fsql+"events", "rows/s"), Ref: ref(pkgSQL, fsql+"events", "duckdb-rows/s")},
 			{Case: "`SELECT * FROM events`, Arrow data received", Reckon: fig(pkgSQL, fsql+"events", "arrow-MB/s")},
+		},
+	},
+	{
+		Title: "Raw files per hour under paced traffic",
+		Goal:  "a closed hour ≤ 1 file per 1 M rows; an open (partition, hour) ≤ 64 files",
+		About: "tools/compactpace (`BenchmarkCompactPace`): 30 traffic minutes at 2,000 events/s over 3 partitions from 00:40 (hour 00 closes, hour 01 stays open), 1% of events late by 1–10 minutes, 0.5% redelivered; the archive's writer every 2 s per partition, a compaction pass (`activities.Compaction.CompactRaw`, closed hours judged by the archive's progress minus the 5-minute margin) every 30 s of traffic. **The clock is compressed** by the speed in the table (BENCH_PACE_SPEED; 1 is real time, 10 plays the 30 traffic minutes in 3 wall minutes): archive steps and passes follow the traffic clock, so the file counts do not depend on the speed except through late_delay (it ages files by wall time and is divided by the speed); the speed decides whether archive and compaction keep up, which the speed achieved shows (below the speed asked: they fell behind, and the run took longer). The closed hour's files are counted at the end of the run, the open (partition, hour)'s just before each pass (its peak); every archived record is checked to be in raw or raw_dropped.",
+		Rows: []Row{
+			{Case: "**files of a closed hour** vs 1 per 1 M rows", Reckon: fig(pkgPace, pace, "closed-files"), Ref: ref(pkgPace, pace, "closed-bound"),
+				Goal: &Goal{Text: "≤ 1 file per 1 M rows", Kind: RatioAtMost, Value: 1}},
+			{Case: "**most files of an open (partition, hour)** vs max_open_files", Reckon: fig(pkgPace, pace, "open-files"), Ref: ref(pkgPace, pace, "open-bound"),
+				Goal: &Goal{Text: "≤ 64 files", Kind: RatioAtMost, Value: 1}},
+			{Case: "closed hours", Reckon: fig(pkgPace, pace, "closed-hours")},
+			{Case: "records archived", Reckon: fig(pkgPace, pace, "rows")},
+			{Case: "duplicates dropped (of redeliveries generated)", Reckon: fig(pkgPace, pace, "dropped"), Ref: ref(pkgPace, pace, "redelivered")},
+			{Case: "compaction passes, CPU time", Reckon: fig(pkgPace, pace, "compact-cpu-s")},
+			{Case: "speed asked (traffic seconds per wall second)", Reckon: fig(pkgPace, pace, "speed"), Ref: Reference{Text: "1 (real time)"}},
+			{Case: "speed achieved (traffic time / wall time)", Reckon: fig(pkgPace, pace, "achieved-speed"), Ref: ref(pkgPace, pace, "speed")},
+			{Case: "traffic time", Reckon: fig(pkgPace, pace, "traffic-min")},
+			{Case: "behind the pace at the end (wall)", Reckon: fig(pkgPace, pace, "behind-s")},
 		},
 	},
 	{
