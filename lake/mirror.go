@@ -22,6 +22,9 @@ import (
 // table (raw/**/*.parquet) matches a file in it.
 const MirrorTmpDir = ".mirror-tmp"
 
+// MirrorLockFile, under a mirror's root, serialises Mirror passes.
+const MirrorLockFile = ".mirror.lock"
+
 // MirrorResult reports one Mirror pass.
 type MirrorResult struct {
 	// Files and Bytes are the visible .parquet files the mirror holds
@@ -68,9 +71,19 @@ type MirrorResult struct {
 //
 // A partial download is never visible: it is written in MirrorTmpDir,
 // synced, and renamed into place. Debris of a killed pass is removed by
-// the next. Mirror is not safe for concurrent use on the same root.
+// the next. Passes on one root, in this process or others, run one at a
+// time (a lock file, MirrorLockFile, on Linux; elsewhere they must not
+// overlap).
 func (l *Lake) Mirror(ctx context.Context, root string, tables []string) (MirrorResult, error) {
 	var res MirrorResult
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return res, fmt.Errorf("lake: mirror: %w", err)
+	}
+	unlock, err := lockMirror(ctx, filepath.Join(root, MirrorLockFile))
+	if err != nil {
+		return res, fmt.Errorf("lake: mirror: lock: %w", err)
+	}
+	defer unlock()
 	tmp := filepath.Join(root, MirrorTmpDir)
 	if err := os.RemoveAll(tmp); err != nil {
 		return res, fmt.Errorf("lake: mirror: %w", err)

@@ -1,8 +1,11 @@
 package lake
 
 import (
+	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,4 +22,31 @@ func exchangeDirs(a, b string) error {
 		return err
 	}
 	return errors.Join(syncDir(filepath.Dir(a)), syncDir(filepath.Dir(b)))
+}
+
+// lockMirror takes an exclusive flock on the file p, polling until ctx is
+// done; unlock releases it.
+func lockMirror(ctx context.Context, p string) (unlock func(), err error) {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, err
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			f.Close()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
