@@ -25,6 +25,12 @@ const MirrorTmpDir = ".mirror-tmp"
 // MirrorLockFile, under a mirror's root, serialises Mirror passes.
 const MirrorLockFile = ".mirror.lock"
 
+// mirrorETags, in each directory of a mirror of S3, lists the ETag of
+// each file ("name\tetag" lines): S3 gives modification times to the
+// second, and a curated file rewritten within a second at the same size
+// must still be seen as changed.
+const mirrorETags = ".mirror-etags"
+
 // MirrorResult reports one Mirror pass.
 type MirrorResult struct {
 	// Files and Bytes are the visible .parquet files the mirror holds
@@ -48,8 +54,9 @@ type MirrorResult struct {
 // Mirror makes the local directory root a copy of the visible .parquet
 // files under the lake's directories tables (e.g. "raw", "summaries"), as
 // they are now: it downloads new and changed files (a file is unchanged
-// when its size and modification time are the lake's, which Mirror sets
-// on the copies) and deletes those the lake no longer has. Other
+// when its size, modification time and, on S3, ETag are the lake's;
+// Mirror sets the time on the copies and keeps the ETags beside them) and
+// deletes those the lake no longer has. Other
 // directories of root are left alone. A file listed but gone when
 // downloaded (a compaction deleted it) is not an error: its directory is
 // listed again, as the reader does (TestReadRacesCompaction).
@@ -205,7 +212,58 @@ func localFiles(root, t string) (map[string][]entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lake: mirror: %w", err)
 	}
+	for k, es := range out {
+		etags, err := readETags(filepath.Join(root, filepath.FromSlash(k)))
+		if err != nil {
+			return nil, err
+		}
+		for i := range es {
+			es[i].etag = etags[es[i].name]
+		}
+	}
 	return out, nil
+}
+
+// readETags reads the mirrorETags file of the mirror's directory dir;
+// none is an empty map.
+func readETags(dir string) (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, mirrorETags))
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lake: mirror: %w", err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, etag, ok := strings.Cut(line, "\t"); ok {
+			out[name] = etag
+		}
+	}
+	return out, nil
+}
+
+// writeETags writes the mirrorETags file of files into dir, synced, when
+// they have ETags.
+func writeETags(dir string, files []entry) error {
+	var b strings.Builder
+	for _, f := range files {
+		if f.etag != "" {
+			b.WriteString(f.name + "\t" + f.etag + "\n")
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	f, err := os.Create(filepath.Join(dir, mirrorETags))
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(b.String())
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
 }
 
 // sameFiles reports whether two listings of a directory name the same
@@ -220,7 +278,7 @@ func sameFiles(a, b []entry) bool {
 	}
 	for _, e := range a {
 		o, ok := byName[e.name]
-		if !ok || o.size != e.size || !o.modTime.Equal(e.modTime) {
+		if !ok || o.size != e.size || !o.modTime.Equal(e.modTime) || o.etag != e.etag {
 			return false
 		}
 	}
@@ -268,6 +326,12 @@ func (m *mirror) replaceDir(ctx context.Context, d string, files []entry) error 
 		return fmt.Errorf("lake: mirror: %w", err)
 	}
 	hasSubdirs := slices.ContainsFunc(old, func(e fs.DirEntry) bool { return e.IsDir() })
+	oldETags := map[string]string{}
+	if exists {
+		if oldETags, err = readETags(live); err != nil {
+			return err
+		}
+	}
 	want := map[string]bool{}
 	var fetched []string
 	var downloaded int
@@ -275,7 +339,7 @@ func (m *mirror) replaceDir(ctx context.Context, d string, files []entry) error 
 	for _, f := range files {
 		want[f.name] = true
 		src, dst := filepath.Join(live, f.name), filepath.Join(stage, f.name)
-		if st, err := os.Stat(src); err == nil && st.Size() == f.size && st.ModTime().Equal(f.modTime) {
+		if st, err := os.Stat(src); err == nil && st.Size() == f.size && st.ModTime().Equal(f.modTime) && oldETags[f.name] == f.etag {
 			if hasSubdirs {
 				continue // left in place
 			}
@@ -295,6 +359,9 @@ func (m *mirror) replaceDir(ctx context.Context, d string, files []entry) error 
 		if !e.IsDir() && !hidden(e.Name()) && strings.HasSuffix(e.Name(), ".parquet") && !want[e.Name()] {
 			gone = append(gone, e.Name())
 		}
+	}
+	if err := writeETags(stage, files); err != nil {
+		return fmt.Errorf("lake: mirror: %w", err)
 	}
 	if err := syncDir(stage); err != nil {
 		return err
@@ -336,6 +403,9 @@ func (m *mirror) putNew(stage, live string) error {
 // deletes the gone ones from it: the directory holds the old and the new
 // files together for a moment, never neither.
 func renameThenRemove(stage, live string, fetched, gone []string) error {
+	if _, err := os.Stat(filepath.Join(stage, mirrorETags)); err == nil {
+		fetched = append(fetched, mirrorETags) // after the files it names
+	}
 	for _, name := range fetched {
 		if err := os.Rename(filepath.Join(stage, name), filepath.Join(live, name)); err != nil {
 			return err
