@@ -106,6 +106,7 @@ func serve(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
+		log.Info("sql: mirroring the lake's tables before serving", "lake", cfg.Lake.Root, "dir", m.Dir())
 		if _, err := m.Sync(ctx); err != nil {
 			return err
 		}
