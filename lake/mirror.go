@@ -83,6 +83,7 @@ type MirrorResult struct {
 // overlap).
 func (l *Lake) Mirror(ctx context.Context, root string, tables []string) (MirrorResult, error) {
 	var res MirrorResult
+	root = filepath.Clean(root)
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return res, fmt.Errorf("lake: mirror: %w", err)
 	}
