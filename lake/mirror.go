@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -116,7 +118,9 @@ type mirror struct {
 	l    *Lake
 	root string // the mirror's directory
 	tmp  string // root/MirrorTmpDir
-	res  *MirrorResult
+
+	mu  sync.Mutex // protects res: directories are synced in parallel
+	res *MirrorResult
 }
 
 // mirrored reports whether the lake file key belongs in a mirror: a
@@ -150,23 +154,32 @@ func (m *mirror) table(ctx context.Context, t string) error {
 	if err != nil {
 		return err
 	}
-	dirs := make([]string, 0, len(remote))
-	for d := range remote {
-		dirs = append(dirs, d)
-	}
-	slices.Sort(dirs)
-	for _, d := range dirs {
-		files := remote[d]
+	var changed []string
+	for d, files := range remote {
 		if !sameFiles(files, local[d]) {
-			if files, err = m.syncDir(ctx, d, files); err != nil {
-				return err
-			}
+			changed = append(changed, d)
 		}
+	}
+	slices.Sort(changed)
+	synced := make([][]entry, len(changed))
+	err = forEach(ctx, len(changed), mirrorParallel, func(ctx context.Context, i int) (err error) {
+		synced[i], err = m.syncDir(ctx, changed[i], remote[changed[i]])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for i, d := range changed {
+		remote[d] = synced[i]
+	}
+	m.mu.Lock()
+	for _, files := range remote {
 		for _, f := range files {
 			m.res.Files++
 			m.res.Bytes += f.size
 		}
 	}
+	m.mu.Unlock()
 	for d, files := range local {
 		if _, ok := remote[d]; !ok {
 			if err := m.removeDir(d, len(files)); err != nil {
@@ -175,6 +188,46 @@ func (m *mirror) table(ctx context.Context, t string) error {
 		}
 	}
 	return nil
+}
+
+// mirrorParallel is how many directories a Mirror pass syncs at once:
+// round trips to S3 overlap, and at most this many downloads hold their
+// read-ahead (mirrorChunk × the reader's segments) in memory.
+const mirrorParallel = 4
+
+// forEach calls fn(ctx, i) for i in [0, n), at most limit at a time, and
+// returns the first error; the calls not started by then are not made and
+// those running see ctx done.
+func forEach(ctx context.Context, n, limit int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		once  sync.Once
+		first error
+	)
+	for range min(limit, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel() })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("lake: mirror: %w", err)
+		}
+	}
+	return first
 }
 
 // localFiles returns the visible .parquet files under root/t, by
@@ -298,7 +351,9 @@ func (m *mirror) syncDir(ctx context.Context, d string, files []entry) ([]entry,
 		if !(errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrBadFile)) || attempt == 4 {
 			return nil, err
 		}
+		m.mu.Lock()
 		m.res.Relisted++
+		m.mu.Unlock()
 		if files, err = m.l.lakeFiles(ctx, d); err != nil {
 			return nil, fmt.Errorf("lake: mirror: %w", err)
 		}
@@ -381,6 +436,8 @@ func (m *mirror) replaceDir(ctx context.Context, d string, files []entry) error 
 	if err != nil {
 		return fmt.Errorf("lake: mirror %s: %w", d, err)
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.res.Dirs++
 	m.res.Downloaded += downloaded
 	m.res.DownloadedBytes += downloadedBytes
@@ -439,13 +496,15 @@ func (m *mirror) removeDir(d string, n int) error {
 			break // not empty
 		}
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.res.Dirs++
 	m.res.Removed += n
 	return nil
 }
 
 // mirrorChunk is how much of a file one read asks the lake for.
-const mirrorChunk = 4 << 20
+const mirrorChunk = 2 << 20
 
 // download copies the lake file key (listed as f) to dst, a new file,
 // synced, with f's modification time.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,13 +161,12 @@ type hookStore struct {
 	storage
 	match  func(key string) bool
 	before func(key string)
-	done   bool
+	once   sync.Once
 }
 
 func (s *hookStore) open(ctx context.Context, key string, size int64) (objectReader, error) {
-	if !s.done && s.match(key) {
-		s.done = true
-		s.before(key)
+	if s.match(key) {
+		s.once.Do(func() { s.before(key) })
 	}
 	return s.storage.open(ctx, key, size)
 }
@@ -199,21 +199,21 @@ func testMirrorRacesCompaction(t *testing.T, opts Options) {
 	mirrorLake := mustOpen(t, opts)
 	var cr CompactResult
 	var seen []entry // what the mirror's hour held when the compaction ran
+	var hookErr error
+	// The hook runs on one of Mirror's goroutines: it records, the test
+	// goroutine checks.
 	mirrorLake.store = &hookStore{storage: mirrorLake.store, match: func(k string) bool { return strings.HasPrefix(k, hour+"/") },
 		before: func(string) {
-			var err error
-			if cr, err = l.Compact(ctx, topic, testStart); err != nil {
-				t.Fatal(err)
+			if cr, hookErr = l.Compact(ctx, topic, testStart); hookErr != nil {
+				return
 			}
-			m, err := localFiles(dir, RawDir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			var m map[string][]entry
+			m, hookErr = localFiles(dir, RawDir)
 			seen = m[hour]
 		}}
 	res, err := mirrorLake.Mirror(ctx, dir, mirrorTables)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || hookErr != nil {
+		t.Fatal(err, hookErr)
 	}
 	if len(cr.Removed) == 0 || res.Relisted == 0 {
 		t.Fatalf("the compaction did not race the mirror: %+v, compaction %+v", res, cr)
