@@ -58,10 +58,10 @@ type MirrorResult struct {
 // they are now: it downloads new and changed files (a file is unchanged
 // when its size, modification time and, on S3, ETag are the lake's;
 // Mirror sets the time on the copies and keeps the ETags beside them) and
-// deletes those the lake no longer has. Other
-// directories of root are left alone. A file listed but gone when
-// downloaded (a compaction deleted it) is not an error: its directory is
-// listed again, as the reader does (TestReadRacesCompaction).
+// deletes those the lake no longer has; up to mirrorParallel directories
+// at once. Other directories of root are left alone. A file listed but
+// gone when downloaded (a compaction deleted it) is not an error: its
+// directory is listed again, as the reader does (TestReadRacesCompaction).
 //
 // Consistency: each directory of files — a raw hour, a day of a pane or
 // curated table — changes as a unit, from one listing of the lake to a
