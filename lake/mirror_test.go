@@ -135,8 +135,8 @@ func testMirror(t *testing.T, opts Options) {
 	if err := l.store.remove(ctx, hour2, []string{es[0].name}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err = l.Mirror(ctx, dir, mirrorTables); err != nil || res.Removed != 1 {
-		t.Fatalf("pass after a delete: %+v, %v", res, err)
+	if res, err = l.Mirror(ctx, dir, mirrorTables); err != nil || res.Removed != 1 || res.Downloaded != 0 || res.Dirs != 1 {
+		t.Fatalf("pass after a delete: %+v, %v; want one file removed, the hour's others kept without a download", res, err)
 	}
 	checkMirror(t, l, dir)
 	var names []string
