@@ -84,9 +84,10 @@ BENCH_STREAM_COUNT ?= 5
 BENCH_ROWS     ?= 5000000
 BENCH_DAY_ROWS ?= 2000000
 # The SQL endpoint's benchmark materialises SELECT * FROM events in DuckDB
-# (about 1 GB per 5 M rows) and runs each query twice per run: 2 M rows
-# keep it to a couple of minutes; BENCH_SQL_ROWS=10000000 is the full size.
-BENCH_SQL_ROWS ?= 2000000
+# (about 1 GB per 5 M rows) and runs each query twice per run, at the
+# requirement's 10 M rows (several minutes; BENCH_SQL_ROWS=2000000 for a
+# quicker run).
+BENCH_SQL_ROWS ?= 10000000
 # DuckDB and `reckon lake query` as separate processes on a compacted day.
 BENCH_LAKEQ_ROWS ?= 10000000
 # Raw files per hour under paced traffic (tools/compactpace): traffic

@@ -17,6 +17,7 @@ require (
 	github.com/valyala/fastjson v1.6.10
 	go.temporal.io/api v1.64.3
 	go.temporal.io/sdk v1.51.0
+	golang.org/x/sys v0.48.0
 	google.golang.org/grpc v1.83.2
 )
 
@@ -63,7 +64,6 @@ require (
 	golang.org/x/exp v0.0.0-20260112195511-716be5621a96 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.3.0 // indirect
 	golang.org/x/tools v0.50.0 // indirect

@@ -386,7 +386,7 @@ func (s *s3Store) list(ctx context.Context, dir string) ([]entry, error) {
 			continue
 		}
 		if name != "" {
-			out = append(out, entry{name: name, size: o.Size, modTime: o.LastModified})
+			out = append(out, entry{name: name, size: o.Size, modTime: o.LastModified, etag: o.ETag})
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -407,7 +407,7 @@ func (s *s3Store) walk(ctx context.Context, dir string, fn func(key string, e en
 		if key == "" || strings.HasSuffix(key, "/") {
 			continue
 		}
-		if err := fn(key, entry{name: path.Base(key), size: o.Size, modTime: o.LastModified}); err != nil {
+		if err := fn(key, entry{name: path.Base(key), size: o.Size, modTime: o.LastModified, etag: o.ETag}); err != nil {
 			return err
 		}
 	}

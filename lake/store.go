@@ -66,6 +66,9 @@ type entry struct {
 	dir     bool
 	size    int64
 	modTime time.Time
+	// etag is the object's ETag on S3 (a new one for every write), ""
+	// in a directory.
+	etag string
 }
 
 // objectReader is an open lake file: what parquet.OpenFile needs.

@@ -148,12 +148,13 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	if cfg.Dev.GenerateRate == 0 {
 		skip["generate"] = true
 	}
-	// The SQL endpoint runs when its binary was built (make build).
-	if sqlBin, err := findSQLBinary(); err == nil && !cfg.Lake.IsS3() {
+	// The SQL endpoint runs when its binary was built (make build); on an
+	// s3:// lake it serves a mirror in sql.cache_dir.
+	if sqlBin, err := findSQLBinary(); err == nil {
 		procs["sql"] = mk("sql", sqlBin, append([]string{"serve"}, common...)...)
 	} else if !skip["sql"] {
 		skip["sql"] = true
-		fmt.Fprintf(cx.stdout, "reckon dev: no SQL endpoint: %s is not next to reckon nor on PATH (make build), or the lake is on S3 (docs/adr/0017-sql-endpoint.md)\n", sqlBinary)
+		fmt.Fprintf(cx.stdout, "reckon dev: no SQL endpoint: %s is not next to reckon nor on PATH (make build; docs/adr/0017-sql-endpoint.md)\n", sqlBinary)
 	}
 
 	say := func(format string, a ...any) {

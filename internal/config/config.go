@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -432,6 +433,7 @@ func (c *Config) fillDefaults() {
 	c.Batch.fillDefaults()
 	c.Lake.Compaction.fillDefaults()
 	c.SQL.fillDefaults()
+	def(&c.SQL.CacheDir, filepath.Join(c.Dev.Dir, "sql-cache"))
 }
 
 // Validate reports every problem at once, joined.

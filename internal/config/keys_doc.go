@@ -115,6 +115,8 @@ var keyDocs = map[string]string{
 	"sql.query_timeout":                    "QueryTimeout bounds one query, from its start to its last batch sent; a query past it is interrupted and fails.",
 	"sql.memory_limit":                     "MemoryLimit is DuckDB's memory limit for all queries of the process together (DuckDB has no per-query limit), e.g. \"2GB\"; beyond it operators spill to a private temporary directory, then fail with an out-of-memory error.",
 	"sql.threads":                          "Threads DuckDB runs a query on.",
+	"sql.cache_dir":                        "CacheDir holds the local mirror of an s3:// lake's tables that DuckDB reads (docs/adr/0017-sql-endpoint.md); it needs room for those tables.",
+	"sql.sync_interval":                    "SyncInterval is how often the mirror of an s3:// lake is brought up to date: new files downloaded, files gone from the bucket deleted.",
 	"sql.auth.token":                       "Token is accepted as \"authorization: Bearer <token>\".",
 	"sql.auth.token_file":                  "TokenFile holds the token (trailing newline ignored), read when the server starts.",
 	"sql.auth.username":                    "Username for basic auth (the JDBC driver's user).",

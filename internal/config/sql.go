@@ -25,6 +25,16 @@ type SQL struct {
 	MemoryLimit string `yaml:"memory_limit"`
 	// Threads DuckDB runs a query on. Default 0: one per CPU.
 	Threads int `yaml:"threads"`
+	// CacheDir holds the local mirror of an s3:// lake's tables that
+	// DuckDB reads (docs/adr/0017-sql-endpoint.md); it needs room for
+	// those tables. Unused for a lake in a directory. Default
+	// "<dev.dir>/sql-cache".
+	CacheDir string `yaml:"cache_dir"`
+	// SyncInterval is how often the mirror of an s3:// lake is brought up
+	// to date: new files downloaded, files gone from the bucket deleted.
+	// Queries see the bucket as of at most about this long ago. Default
+	// 30s.
+	SyncInterval time.Duration `yaml:"sync_interval"`
 	// Auth authenticates clients; the zero value means none (only on a
 	// loopback address or a trusted network).
 	Auth SQLAuth `yaml:"auth"`
@@ -117,6 +127,9 @@ func (s *SQL) fillDefaults() {
 	if s.MemoryLimit == "" {
 		s.MemoryLimit = "2GB"
 	}
+	if s.SyncInterval == 0 {
+		s.SyncInterval = 30 * time.Second
+	}
 }
 
 // memoryLimitRE is what DuckDB's memory_limit accepts that we pass on:
@@ -136,6 +149,9 @@ func (s *SQL) validate(bad func(format string, a ...any), refuse func(format str
 	}
 	if s.Threads < 0 {
 		bad("sql.threads: must not be negative")
+	}
+	if s.SyncInterval < 0 {
+		bad("sql.sync_interval: must not be negative")
 	}
 	a := s.Auth
 	if a.Token != "" && a.TokenFile != "" {

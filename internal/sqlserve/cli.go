@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 
 	"reckon/internal/config"
 )
@@ -53,7 +54,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		if cmd == "serve" {
 			err = serve(ctx, cfg, stdout, stderr)
 		} else {
-			err = oneShot(ctx, cfg, *format, strings.Join(fs.Args(), " "), stdin, stdout)
+			err = oneShot(ctx, cfg, *format, strings.Join(fs.Args(), " "), stdin, stdout, stderr)
 		}
 	}
 	if err != nil {
@@ -96,12 +97,31 @@ func serve(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) er
 		}
 		auth = Auth{Token: tok.Reveal(), Username: a.Username, Password: pass.Reveal()}
 	}
-	eng, err := Open(ctx, OptionsFrom(cfg))
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	opts := OptionsFrom(cfg)
+	if cfg.Lake.IsS3() {
+		// DuckDB reads a local mirror of the bucket, synced before the
+		// server is ready and every sql.sync_interval after.
+		m, err := OpenLakeMirror(cfg, log)
+		if err != nil {
+			return err
+		}
+		log.Info("sql: mirroring the lake's tables before serving", "lake", cfg.Lake.Root, "dir", m.Dir())
+		if _, err := m.Sync(ctx); err != nil {
+			return err
+		}
+		opts.Root = m.Dir()
+		var wg sync.WaitGroup
+		mctx, stop := context.WithCancel(ctx)
+		defer wg.Wait()
+		defer stop()
+		wg.Go(func() { m.Run(mctx) })
+	}
+	eng, err := Open(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	log := slog.New(slog.NewTextHandler(stderr, nil))
 	scheme := "grpc"
 	if tlsCfg != nil {
 		scheme = "grpc+tls"
@@ -112,8 +132,12 @@ func serve(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) er
 		}
 	}
 	return Serve(ctx, eng, ServeOptions{Listen: cfg.SQL.Listen, TLS: tlsCfg, Auth: auth, Log: log, Ready: func(a net.Addr) {
+		lakeDesc := eng.Root()
+		if cfg.Lake.IsS3() {
+			lakeDesc = cfg.Lake.Root + " mirrored in " + eng.Root() + " every " + cfg.SQL.SyncInterval.String()
+		}
 		fmt.Fprintf(stdout, "reckon-sql: serving Arrow Flight SQL on %s://%s (lake %s, read-only; views: %s)\n",
-			scheme, a, eng.Root(), strings.Join(ViewNames(), ", "))
+			scheme, a, lakeDesc, strings.Join(ViewNames(), ", "))
 	}})
 }
 
@@ -126,7 +150,7 @@ func isLoopbackHost(host string) bool {
 }
 
 // oneShot runs query on an engine of its own and prints the result.
-func oneShot(ctx context.Context, cfg *config.Config, format, query string, stdin io.Reader, stdout io.Writer) error {
+func oneShot(ctx context.Context, cfg *config.Config, format, query string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if query == "" || query == "-" {
 		b, err := io.ReadAll(stdin)
 		if err != nil {
@@ -138,6 +162,18 @@ func oneShot(ctx context.Context, cfg *config.Config, format, query string, stdi
 		return errors.New("no query: pass one as the argument or on stdin")
 	}
 	opts := OptionsFrom(cfg)
+	if cfg.Lake.IsS3() {
+		// One pass brings the mirror (kept in sql.cache_dir between runs)
+		// up to date; only failures are worth a line here.
+		m, err := OpenLakeMirror(cfg, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		if err != nil {
+			return err
+		}
+		if _, err := m.Sync(ctx); err != nil {
+			return err
+		}
+		opts.Root = m.Dir()
+	}
 	eng, err := Open(ctx, opts)
 	if err != nil {
 		return err

@@ -73,11 +73,6 @@ func TestOneShot(t *testing.T) {
 	if code != 1 || !strings.Contains(errb.String(), "read-only SELECT") {
 		t.Errorf("a write through reckon sql: exit %d, %q", code, errb.String())
 	}
-	errb.Reset()
-	code = Main(context.Background(), []string{"sql", "--set", "lake.root=s3://reckon-lake/x", "--set", "lake.s3.region=eu-west-1", "SELECT 1"}, strings.NewReader(""), io.Discard, &errb, nil)
-	if code != 1 || !strings.Contains(errb.String(), "httpfs") {
-		t.Errorf("an s3:// lake: exit %d, %q", code, errb.String())
-	}
 }
 
 // TestServeCommand: `reckon-sql serve` prints its address, answers a

@@ -19,7 +19,10 @@
 // `reckon sql`. Without the tag the package holds the view definitions,
 // the options and the authentication, and Main says how to build it.
 //
+// An s3:// lake is served from a local mirror of the tables the views
+// read (LakeMirror, in sql.cache_dir, synced every sql.sync_interval):
+// DuckDB's httpfs extension is not in the linked library.
+//
 // Package sqlserve is not a general DuckDB host: it never writes the
-// lake, and it does not read an s3:// lake (DuckDB's httpfs extension is
-// not in the linked library).
+// lake, and DuckDB never reaches the network.
 package sqlserve

@@ -13,8 +13,8 @@ import (
 // Options configure the engine. The zero value of each field but Root
 // means its default; they map 1:1 onto the sql.* config keys.
 type Options struct {
-	// Root is the lake: a local directory. Required; an s3:// root is
-	// refused (ErrS3Lake).
+	// Root is the lake DuckDB reads: a local directory. Required; an
+	// s3:// root is refused (ErrS3Lake): serve its LakeMirror's Dir.
 	Root string
 	// MemoryLimit is DuckDB's memory limit for all queries together.
 	// Default "2GB".
@@ -25,11 +25,12 @@ type Options struct {
 	QueryTimeout time.Duration
 }
 
-// ErrS3Lake refuses a lake on object storage: DuckDB reads S3 through its
-// httpfs extension, which is not built into the DuckDB library reckon
-// links and cannot be installed on a machine without network access
-// (docs/adr/0017-sql-endpoint.md).
-var ErrS3Lake = errors.New("sqlserve: the SQL endpoint reads a lake in a local directory only; an s3:// lake needs DuckDB's httpfs extension, which this build does not include (docs/adr/0017-sql-endpoint.md)")
+// ErrS3Lake refuses an s3:// root for the engine: DuckDB reads S3 through
+// its httpfs extension, which is not built into the DuckDB library reckon
+// links and cannot be installed on a machine without network access, so
+// the engine reads a local mirror of the bucket (LakeMirror; `reckon sql`
+// and `reckon serve sql` set it up, docs/adr/0017-sql-endpoint.md).
+var ErrS3Lake = errors.New("sqlserve: the engine reads a lake in a local directory; serve an s3:// lake through its mirror (LakeMirror, sql.cache_dir; docs/adr/0017-sql-endpoint.md)")
 
 // OptionsFrom maps the configuration onto Options.
 func OptionsFrom(c *config.Config) Options {
