@@ -663,7 +663,11 @@ func (l *Lake) openCursor(ctx context.Context, key string, size int64) (*cursor,
 	if err != nil {
 		return nil, fmt.Errorf("lake: compact: %w", err)
 	}
-	return &cursor{key: key, f: f, r: parquet.NewGenericReader[RawRow](pf), buf: make([]RawRow, 0, 1024)}, nil
+	// A chunk of at most 1,024 rows, no larger than the file: a merge
+	// holds a cursor per input file, and an hour of small archive files
+	// would otherwise allocate (and clear) a full chunk for each.
+	n := min(max(pf.NumRows(), 1), 1024)
+	return &cursor{key: key, f: f, r: parquet.NewGenericReader[RawRow](pf), buf: make([]RawRow, 0, n)}, nil
 }
 
 func (c *cursor) row() *RawRow { return &c.buf[c.i] }
