@@ -63,7 +63,8 @@ func (p *proc) run(ctx context.Context) {
 				}
 			}
 			backoff = time.Second
-			p.say("hold released")
+			p.say("hold released; restarting")
+			continue
 		}
 		p.say("exited (%v); restarting in %v", errString(err), backoff)
 		select {

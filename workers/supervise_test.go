@@ -50,7 +50,7 @@ func TestProcHeldDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("restart after the hold was released", func() bool { return starts() >= 2 })
-	if !strings.Contains(said(), "hold released") {
+	if !strings.Contains(said(), "hold released; restarting") {
 		t.Errorf("supervisor did not say the hold was released:\n%s", said())
 	}
 }
