@@ -19,8 +19,10 @@
 //     time: an outage must not turn on-time events into late ones (the
 //     watermark is event time).
 //
-// Every scenario ends like `make chaos`: the stream caught up, reconcile the
-// traffic's date(s), `reckon verify --truth --lake` (nothing lost or
+// Every scenario ends like `make chaos`: the stream caught up; the targeted
+// corrections caught up (`reckon verify --truth` passes before any
+// reconciliation of the day); reconcile the traffic's date(s), `reckon
+// verify --truth --lake` (nothing lost or
 // counted twice, closed windows = truth, every archived record once in the
 // lake), and the late/DLQ check above. It prints each recovery time — from
 // the component's return to the stream's committed offsets reaching the
@@ -412,6 +414,26 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 	err = streaming.WaitCaughtUp(sctx, cfg)
 	scancel()
 	check("stream caught up", err)
+	// Corrections caught up: before any reconciliation of the day, the
+	// stream's panes and the targeted corrections of its late events
+	// (batch.correct_debounce, correct_max_delay) already equal the truth.
+	var out string
+	cctx, ccancel := context.WithTimeout(ctx, 5*time.Minute)
+	for {
+		out, err = devstack.RunCmd(cctx, o.bin, st.Args("verify", "--manifest", gen.Manifest, "--truth")...)
+		if err == nil || cctx.Err() != nil {
+			break
+		}
+		select {
+		case <-cctx.Done():
+		case <-time.After(10 * time.Second):
+		}
+	}
+	ccancel()
+	if err != nil {
+		fmt.Print(devstack.Indent(out))
+	}
+	check("corrections caught up: verify --truth passes before the reconciliation", err)
 	days := []string{day0}
 	if d := time.Now().UTC().Format(time.DateOnly); d != day0 {
 		days = append(days, d)
@@ -421,7 +443,7 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 		fmt.Print(devstack.Indent(out))
 		check("reconcile "+d, err)
 	}
-	out, err := devstack.RunCmd(ctx, o.bin, st.Args("verify", "--manifest", gen.Manifest, "--truth", "--lake")...)
+	out, err = devstack.RunCmd(ctx, o.bin, st.Args("verify", "--manifest", gen.Manifest, "--truth", "--lake")...)
 	fmt.Print(devstack.Indent(out))
 	check("verify --truth --lake (nothing lost or counted twice; closed windows = truth; every archived record once in the lake)", err)
 	check("late and dead letters explained by event time and poison, not by the outage", lateByEventTime(ctx, cfg, gen.Manifest, say))
