@@ -180,7 +180,7 @@ chaos: build temporal
 # reconciliation caught up, nothing was lost, late or published twice
 # because of the outage (reconcile, `reckon verify --truth --lake`). Prints
 # each recovery time, a summary table and `outages: N passed, M failed`;
-# about 30 minutes (the scenarios run at once), not part of make test.
+# about 20 minutes (the scenarios run at once), not part of make test.
 # OUTAGES_ARGS e.g. -temporal-down 1m -broker-down 1m -stream-down 1m (a
 # quick trial), -sequential, -keep; a 0 duration skips that scenario.
 OUTAGES_ARGS ?=
