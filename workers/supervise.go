@@ -19,6 +19,8 @@ import (
 // it: it starts the process, restarts it with backoff when it dies (killed
 // with SIGKILL by an operator or by `make chaos`, or crashed), and stops it
 // with SIGTERM (then SIGKILL after a grace period) when its context ends.
+// While the file <run dir>/<name>.hold exists, a process that exited stays
+// down (holdFile).
 type proc struct {
 	name  string
 	path  string
@@ -47,6 +49,23 @@ func (p *proc) run(ctx context.Context) {
 		if time.Since(started) > 30*time.Second {
 			backoff = time.Second
 		}
+		if p.held() {
+			// A hold file keeps the component down until it is removed: an
+			// operator's maintenance window, and how `make outages`
+			// (tools/outages) holds a component down for minutes while
+			// the rest of the stack runs on.
+			p.say("exited (%v); held down while %s exists", errString(err), p.holdFile())
+			for p.held() {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(holdPoll):
+				}
+			}
+			backoff = time.Second
+			p.say("hold released; restarting")
+			continue
+		}
 		p.say("exited (%v); restarting in %v", errString(err), backoff)
 		select {
 		case <-ctx.Done():
@@ -55,6 +74,19 @@ func (p *proc) run(ctx context.Context) {
 		}
 		backoff = min(backoff*2, 10*time.Second)
 	}
+}
+
+// holdPoll is how often a held component's supervisor looks for its hold
+// file again.
+const holdPoll = 500 * time.Millisecond
+
+// holdFile is the file whose existence keeps p down after it exits: the
+// supervisor does not restart it until the file is removed.
+func (p *proc) holdFile() string { return filepath.Join(p.runDir, p.name+".hold") }
+
+func (p *proc) held() bool {
+	_, err := os.Stat(p.holdFile())
+	return err == nil
 }
 
 func errString(err error) string {

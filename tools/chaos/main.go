@@ -25,16 +25,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -43,8 +38,8 @@ import (
 	"syscall"
 	"time"
 
-	"reckon/internal/config"
 	"reckon/streaming"
+	"reckon/tools/internal/devstack"
 )
 
 type kill struct {
@@ -53,11 +48,6 @@ type kill struct {
 	pid  int
 	err  error
 	back time.Duration // until the supervisor restarted it (0: not seen)
-}
-
-type result struct {
-	name string
-	err  error
 }
 
 func main() {
@@ -86,34 +76,9 @@ func main() {
 	os.Exit(code)
 }
 
-func say(format string, a ...any) {
-	fmt.Printf("chaos %s  "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, a...)...)
-}
-
 func run(ctx context.Context, bin, temporalBin, base string, count int64, rate float64, seed int64, lakeFaults float64, keep bool) int {
-	var results []result
-	check := func(name string, err error) bool {
-		results = append(results, result{name, err})
-		if err != nil {
-			say("FAIL %s: %v", name, err)
-		} else {
-			say("ok   %s", name)
-		}
-		return err == nil
-	}
-	finish := func() int {
-		failed := 0
-		for _, r := range results {
-			if r.err != nil {
-				failed++
-			}
-		}
-		fmt.Printf("chaos: %d passed, %d failed\n", len(results)-failed, failed)
-		if failed > 0 {
-			return 1
-		}
-		return 0
-	}
+	rep := &devstack.Report{Name: "chaos"}
+	say, check, finish := rep.Say, rep.Check, rep.Finish
 	var err error
 	for _, p := range []*string{&bin, &temporalBin, &base} {
 		if *p, err = filepath.Abs(*p); err != nil {
@@ -131,125 +96,44 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 	} else {
 		// A failed run keeps its data (dev.log, the lake) for diagnosis.
 		defer func() {
-			for _, r := range results {
-				if r.err != nil {
-					say("data in %s (kept: the run failed)", dir)
-					return
-				}
+			if rep.Failed() > 0 {
+				say("data in %s (kept: the run failed)", dir)
+				return
 			}
 			os.RemoveAll(dir)
 		}()
 	}
-	cfgPath, sets, err := writeConfig(base, dir)
+	st, err := devstack.NewStack(bin, temporalBin, base, dir)
 	if err != nil {
 		check("setup", err)
 		return finish()
 	}
-	setArgs := func(args ...string) []string {
-		out := append([]string{}, args...)
-		out = append(out, "--config", cfgPath)
-		for _, s := range sets {
-			out = append(out, "--set", s)
-		}
-		return out
-	}
-	cfg, err := config.Load(cfgPath, nil, sets)
-	if err != nil {
-		check("setup", err)
-		return finish()
-	}
+	cfg := st.Cfg
 	rng := rand.New(rand.NewPCG(uint64(seed), 8))
 	say("seed %d, dir %s, broker %s, temporal %s", seed, dir, cfg.Kafka.Brokers[0], cfg.Temporal.Address)
 	// Storage faults go to the dev stack only (its children inherit its
 	// --set): the stack must get past them, and the checks after it read
 	// the lake as it is.
-	devArgs := setArgs("dev", "--without", "generate,ofd")
+	devArgs := st.Args("dev", "--without", "generate,ofd")
 	if lakeFaults > 0 {
 		devArgs = append(devArgs, "--set", "lake.faults.rate="+strconv.FormatFloat(lakeFaults, 'f', -1, 64), "--set", "lake.faults.seed="+strconv.FormatInt(seed, 10))
 		say("lake storage faults: %g of the stack's lake calls fail, stall or lose their answer (seed %d)", lakeFaults, seed)
 	}
 
 	// The dev stack, without its forever generators and the OFD simulator.
-	devLog, err := os.Create(filepath.Join(dir, "dev.log"))
-	if err != nil {
-		check("setup", err)
-		return finish()
-	}
-	defer devLog.Close()
-	dev := exec.Command(bin, devArgs...)
-	dev.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	pr, pw := io.Pipe()
-	dev.Stdout, dev.Stderr = pw, pw
-	up := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pr)
-		closed := false
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(devLog, line)
-			if strings.Contains(line, "reckon dev: up.") && !closed {
-				close(up)
-				closed = true
-			}
-			if strings.HasPrefix(line, "reckon dev:") && !strings.Contains(line, "topics:") {
-				say("%s", line)
-			}
-		}
-	}()
-	if err := dev.Start(); err != nil {
-		check("dev stack up", err)
-		return finish()
-	}
-	devDone := make(chan error, 1)
-	go func() { devDone <- dev.Wait(); pw.Close() }()
-	defer func() {
-		// Stop the stack gracefully (SIGTERM to the supervisor only), then
-		// hard after a grace period.
-		_ = dev.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-devDone:
-		case <-time.After(45 * time.Second):
-			_ = syscall.Kill(-dev.Process.Pid, syscall.SIGKILL)
-			<-devDone
-		}
-	}()
-	select {
-	case <-up:
-		check("dev stack up", nil)
-	case err := <-devDone:
-		check("dev stack up", fmt.Errorf("reckon dev exited: %v (see %s)", err, devLog.Name()))
-		return finish()
-	case <-time.After(3 * time.Minute):
-		check("dev stack up", errors.New("not up after 3m"))
-		return finish()
-	case <-ctx.Done():
-		check("dev stack up", ctx.Err())
+	defer st.Stop()
+	if !check("dev stack up", st.Start(ctx, devArgs, say)) {
 		return finish()
 	}
 
 	// The finite, paced generator run with a manifest.
-	manifest := filepath.Join(dir, "manifest.json")
-	genOut, err := os.Create(filepath.Join(dir, "generate.log"))
+	gen, err := st.StartGenerator(ctx, count, rate, seed)
 	if err != nil {
-		check("setup", err)
-		return finish()
-	}
-	defer genOut.Close()
-	gen := exec.CommandContext(ctx, bin, setArgs("generate", "--scenario", "payments",
-		"--count", strconv.FormatInt(count, 10), "--rate", strconv.FormatFloat(rate, 'f', -1, 64),
-		"--seed", strconv.FormatInt(seed, 10), "--start", "now", "--pace", "on",
-		"--delay-dist", "exp:15s", "--redelivery-delay", "10s", "--wait", "2m",
-		"--manifest", manifest)...)
-	gen.Stdout, gen.Stderr = genOut, genOut
-	gen.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	t0 := time.Now()
-	day0 := t0.UTC().Format(time.DateOnly)
-	if err := gen.Start(); err != nil {
 		check("generator", err)
 		return finish()
 	}
-	genDone := make(chan error, 1)
-	go func() { genDone <- gen.Wait() }()
+	t0 := gen.Started
+	day0 := t0.UTC().Format(time.DateOnly)
 	say("generator: %d payments at %g/s (~%v of traffic plus the late tail)", count, rate, time.Duration(float64(count)/rate*float64(time.Second)).Round(time.Second))
 
 	// The kill schedule: random points over the traffic, at least 12s apart
@@ -258,7 +142,6 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 	names := []string{"stream", "stream", "stream", "batch", "batch", "temporal", "broker"}
 	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
 	kills := schedule(rng, names, 10*time.Second, span, 12*time.Second)
-	runDir := filepath.Join(cfg.Dev.Dir, "run")
 	for i := range kills {
 		k := &kills[i]
 		select {
@@ -267,7 +150,7 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 			k.err = ctx.Err()
 			continue
 		}
-		k.pid, k.err = readPid(runDir, k.name)
+		k.pid, k.err = st.Pid(k.name)
 		if k.err == nil {
 			k.err = syscall.Kill(k.pid, syscall.SIGKILL)
 		}
@@ -279,7 +162,7 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 		// Wait for the supervisor's restart: a new pid in the pid file.
 		back := time.Now()
 		for time.Since(back) < 60*time.Second && ctx.Err() == nil {
-			if p, err := readPid(runDir, k.name); err == nil && p != k.pid && alive(p) {
+			if p, err := st.Pid(k.name); err == nil && p != k.pid && devstack.Alive(p) {
 				k.back = time.Since(back)
 				break
 			}
@@ -296,14 +179,11 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 	}
 
 	select {
-	case err := <-genDone:
-		if err == nil {
-			err = manifestComplete(manifest)
-		}
+	case err := <-gen.Done:
+		err = gen.Check(err)
 		check("generator finished, manifest complete", err)
 		if err != nil {
-			b, _ := os.ReadFile(genOut.Name())
-			fmt.Printf("%s\n", tail(string(b), 20))
+			fmt.Printf("%s\n", devstack.Tail(devstack.ReadFileString(gen.LogPath), 20))
 		}
 	case <-ctx.Done():
 		check("generator finished", ctx.Err())
@@ -324,17 +204,17 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 		days = append(days, d)
 	}
 	for _, d := range days {
-		out, err := runCmd(ctx, bin, setArgs("reconcile", "--date", d, "--wait")...)
-		fmt.Print(indent(out))
+		out, err := devstack.RunCmd(ctx, bin, st.Args("reconcile", "--date", d, "--wait")...)
+		fmt.Print(devstack.Indent(out))
 		check("reconcile "+d, err)
 	}
 
-	out, err := runCmd(ctx, bin, setArgs("verify", "--manifest", manifest, "--truth")...)
-	fmt.Print(indent(out))
+	out, err := devstack.RunCmd(ctx, bin, st.Args("verify", "--manifest", gen.Manifest, "--truth")...)
+	fmt.Print(devstack.Indent(out))
 	check("verify --truth (conserved: produced = accepted + late + dead-lettered + duplicates; closed windows = truth)", err)
 
 	if lakeFaults > 0 {
-		injected := strings.Count(readFileString(devLog.Name()), "lake: injected ")
+		injected := strings.Count(devstack.ReadFileString(st.LogPath), "lake: injected ")
 		say("lake faults named in the stack's log: %d (faults the lake gave up retrying: each failed an activity attempt, which Temporal retried)", injected)
 	}
 	fmt.Println("kills:")
@@ -346,56 +226,6 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 		fmt.Printf("  t+%-5v %-8s pid %-7d %s\n", k.at.Round(time.Second), k.name, k.pid, status)
 	}
 	return finish()
-}
-
-// writeConfig writes a copy of base with the payments stream's windows
-// shortened, and returns it with the loopback ports and dirs as --set
-// overrides.
-func writeConfig(base, dir string) (string, []string, error) {
-	b, err := os.ReadFile(base)
-	if err != nil {
-		return "", nil, err
-	}
-	s := string(b)
-	old := "    window: 5m\n    out_of_orderness: 5s\n    allowed_lateness: 5m\n    idle_timeout: 1m\n"
-	if strings.Count(s, old) != 1 {
-		return "", nil, fmt.Errorf("%s: payments stream block not found as expected", base)
-	}
-	s = strings.Replace(s, old, "    window: 1m\n    out_of_orderness: 5s\n    allowed_lateness: 1m\n    idle_timeout: 20s\n", 1)
-	path := filepath.Join(dir, "reckon.yaml")
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		return "", nil, err
-	}
-	ports, err := freePorts(6)
-	if err != nil {
-		return "", nil, err
-	}
-	temporalBin, _ := filepath.Abs(flag.Lookup("temporal").Value.String())
-	sets := []string{
-		"dev.dir=" + filepath.Join(dir, "dev"),
-		"lake.root=" + filepath.Join(dir, "lake"),
-		"dev.kafka_port=" + strconv.Itoa(ports[0]),
-		"dev.temporal_port=" + strconv.Itoa(ports[1]),
-		"dev.ui_port=" + strconv.Itoa(ports[2]),
-		"dev.temporal_bin=" + temporalBin,
-		"dev.generate_rate=0",
-		"metrics.addr=127.0.0.1:" + strconv.Itoa(ports[3]),
-		"zreport.ofd_url=http://127.0.0.1:" + strconv.Itoa(ports[4]),
-		// The SQL endpoint too: a run must not take (or fail on) the
-		// default port of a `reckon dev` beside it.
-		"sql.listen=127.0.0.1:" + strconv.Itoa(ports[5]),
-		"kafka.brokers=127.0.0.1:" + strconv.Itoa(ports[0]),
-		"temporal.address=127.0.0.1:" + strconv.Itoa(ports[1]),
-		"batch.horizon_poll=5s",
-		"batch.horizon_wait=5m",
-		// Skewed (future, yet accepted) events end the reconciled range up
-		// to 0.8 max_future_skew past the traffic, and the horizon waits
-		// for the stream's watermark to pass that plus the lateness: with
-		// the default 5m the horizon wait above races it (a run missed it
-		// by seconds). Scaled with the windows, as the header says.
-		"gate.max_future_skew=30s",
-	}
-	return path, sets, nil
 }
 
 // schedule spreads the kills over [from, to) at random, at least gap apart.
@@ -415,71 +245,4 @@ func schedule(rng *rand.Rand, names []string, from, to, gap time.Duration) []kil
 		kills[i] = kill{at: from + offs[i] + gap*time.Duration(i), name: n}
 	}
 	return kills
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-func readPid(runDir, name string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(runDir, name+".pid"))
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
-}
-
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
-
-func readFileString(path string) string {
-	b, _ := os.ReadFile(path)
-	return string(b)
-}
-
-func manifestComplete(path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(string(b), `"complete": true`) {
-		return errors.New("manifest says the run stopped before --count")
-	}
-	return nil
-}
-
-func runCmd(ctx context.Context, bin string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func indent(s string) string {
-	if s == "" {
-		return ""
-	}
-	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ") + "\n"
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
