@@ -238,6 +238,9 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 		}
 		kafka = generate.NewKafkaSink(cl, acked)
 		sinks = append(sinks, kafka)
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go watchProducer(wctx, cl.BufferedProduceRecords, kafka.Acknowledged, 10*time.Second, cx.stderr)
 	}
 
 	ro := generate.RunOptions{OnRecord: func(generate.Record) { summary.Records++ }}
@@ -306,4 +309,31 @@ func kindList() string {
 		s[i] = string(k)
 	}
 	return strings.Join(s, ",")
+}
+
+// watchProducer says, every interval in which the brokers acknowledged
+// nothing while records wait in the producer's buffer, that the run is
+// stalled on the brokers and how much waits. The producer is idempotent:
+// franz-go retries a record it may have sent until a broker answers (a
+// timeout could only drop or reorder it), so an outage stalls the run, and
+// this makes the stall visible instead of silent.
+func watchProducer(ctx context.Context, buffered, acked func() int64, every time.Duration, w io.Writer) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last, since := acked(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n := acked(); n != last {
+			last, since = n, time.Now()
+			continue
+		}
+		if b := buffered(); b > 0 {
+			fmt.Fprintf(w, "generate: the brokers have acknowledged nothing for %s; %d records wait in the producer's buffer (retried until a broker answers)\n",
+				time.Since(since).Round(time.Second), b)
+		}
+	}
 }

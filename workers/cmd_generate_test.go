@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,5 +234,47 @@ func TestGenerateMissingTopic(t *testing.T) {
 		"--scenario", "fiscal", "--count", "10", "--start", "2026-11-07T08:00:00Z")
 	if code != 1 || !strings.Contains(stderr, "topics apply") {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
+// TestWatchProducerSaysWhenStalled: with the brokers gone and records
+// buffered, the generator says so every interval; while acknowledgements
+// move, it says nothing.
+func TestWatchProducerSaysWhenStalled(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var acked atomic.Int64
+	produce := func() {
+		cl.Produce(context.Background(), &kgo.Record{Value: []byte("x")}, func(_ *kgo.Record, err error) {
+			if err == nil {
+				acked.Add(1)
+			}
+		})
+	}
+	var out lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go watchProducer(ctx, cl.BufferedProduceRecords, acked.Load, 50*time.Millisecond, &out)
+	produce()
+	if ok, _ := pollUntil(10*time.Second, func() (bool, string) { return acked.Load() == 1, "" }); !ok {
+		t.Fatal("the first record was never acknowledged")
+	}
+	if s := out.String(); s != "" {
+		t.Errorf("said something while the brokers answer: %q", s)
+	}
+	c.Close()
+	produce()
+	ok, _ := pollUntil(10*time.Second, func() (bool, string) {
+		return strings.Contains(out.String(), "1 records wait in the producer's buffer"), ""
+	})
+	if !ok {
+		t.Fatalf("no word of the stall: %q", out.String())
 	}
 }

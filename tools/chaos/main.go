@@ -28,7 +28,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -216,6 +218,11 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 	if lakeFaults > 0 {
 		injected := strings.Count(devstack.ReadFileString(st.LogPath), "lake: injected ")
 		say("lake faults named in the stack's log: %d (faults the lake gave up retrying: each failed an activity attempt, which Temporal retried)", injected)
+		if n, url, err := storageRetries(ctx, devstack.ReadFileString(st.LogPath)); err != nil {
+			say("lake storage retries: not read: %v", err)
+		} else {
+			say("lake storage retries of the running batch worker (since its last restart): %d (reckon_lake_storage_retries_total at %s)", n, url)
+		}
 	}
 	fmt.Println("kills:")
 	for _, k := range kills {
@@ -245,4 +252,48 @@ func schedule(rng *rand.Rand, names []string, from, to, gap time.Duration) []kil
 		kills[i] = kill{at: from + offs[i] + gap*time.Duration(i), name: n}
 	}
 	return kills
+}
+
+// storageRetries sums reckon_lake_storage_retries_total on the metrics
+// endpoint of the batch worker that started last (its url is in the dev
+// log): the transient storage faults the retry layer absorbed, proof the
+// injected faults happened and were survived.
+func storageRetries(ctx context.Context, devLog string) (float64, string, error) {
+	url := ""
+	for _, l := range strings.Split(devLog, "\n") {
+		if strings.HasPrefix(l, "batch ") && strings.Contains(l, "msg=metrics url=") {
+			url = strings.Fields(l[strings.Index(l, "msg=metrics url=")+len("msg=metrics url="):])[0]
+		}
+	}
+	if url == "" {
+		return 0, "", fmt.Errorf("no batch metrics url in the dev log")
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, url, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, url, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, url, err
+	}
+	var sum float64
+	for _, l := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(l, "reckon_lake_storage_retries_total{") {
+			continue
+		}
+		f := strings.Fields(l)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, url, fmt.Errorf("metric line %q: %w", l, err)
+		}
+		sum += v
+	}
+	return sum, url, nil
 }
