@@ -221,7 +221,7 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 		if n, url, err := storageRetries(ctx, devstack.ReadFileString(st.LogPath)); err != nil {
 			say("lake storage retries: not read: %v", err)
 		} else {
-			say("lake storage retries of the running batch worker (since its last restart): %d (reckon_lake_storage_retries_total at %s)", n, url)
+			say("lake storage retries of the running batch worker (since its last restart): %.0f (reckon_lake_storage_retries_total at %s)", n, url)
 		}
 	}
 	fmt.Println("kills:")
