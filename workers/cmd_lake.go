@@ -18,6 +18,7 @@ import (
 
 	"reckon/internal/config"
 	"reckon/internal/event"
+	"reckon/internal/lakeconn"
 	"reckon/lake"
 )
 
@@ -89,20 +90,9 @@ func lakeOptions(c config.Lake, root string) (lake.Options, error) {
 	if !lake.IsS3Root(root) {
 		return opts, nil
 	}
-	s := c.S3
-	secret, err := s.ResolveSecretAccessKey()
-	if err != nil {
-		return opts, err
-	}
-	tlsConf, err := s.ClientTLS()
-	if err != nil {
-		return opts, err
-	}
-	opts.S3 = lake.S3Options{
-		Endpoint: s.Endpoint, Region: s.Region, AccessKeyID: s.AccessKeyID,
-		SecretAccessKey: secret.Reveal(), SessionToken: s.SessionToken.Reveal(), TLS: tlsConf,
-	}
-	return opts, nil
+	s3, err := lakeconn.S3Options(c.S3)
+	opts.S3 = s3
+	return opts, err
 }
 
 func lakeNoArgs(cx *cmdContext) error {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"reckon/internal/config"
+	"reckon/internal/lakeconn"
 	"reckon/lake"
 )
 
@@ -75,21 +76,8 @@ func OpenLakeMirror(cfg *config.Config, log *slog.Logger) (*LakeMirror, error) {
 // as reckon's other commands do (workers/cmd_lake.go lakeOptions; the
 // fault injection of chaos runs is left out: the endpoint only reads).
 func s3LakeOptions(c config.Lake) (lake.Options, error) {
-	opts := lake.Options{Root: c.Root}
-	s := c.S3
-	secret, err := s.ResolveSecretAccessKey()
-	if err != nil {
-		return opts, err
-	}
-	tlsConf, err := s.ClientTLS()
-	if err != nil {
-		return opts, err
-	}
-	opts.S3 = lake.S3Options{
-		Endpoint: s.Endpoint, Region: s.Region, AccessKeyID: s.AccessKeyID,
-		SecretAccessKey: secret.Reveal(), SessionToken: s.SessionToken.Reveal(), TLS: tlsConf,
-	}
-	return opts, nil
+	s3, err := lakeconn.S3Options(c.S3)
+	return lake.Options{Root: c.Root, S3: s3}, err
 }
 
 // Dir is the mirror's directory: the lake root DuckDB reads.

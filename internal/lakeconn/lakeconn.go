@@ -1,0 +1,26 @@
+// Package lakeconn maps the configuration's lake section onto the lake
+// package's options, so every process (the reckon commands, the SQL
+// endpoint's mirror) reaches object storage the same way.
+package lakeconn
+
+import (
+	"reckon/internal/config"
+	"reckon/lake"
+)
+
+// S3Options are the object storage settings of s, with the secret key
+// file and the CA bundle read.
+func S3Options(s config.LakeS3) (lake.S3Options, error) {
+	secret, err := s.ResolveSecretAccessKey()
+	if err != nil {
+		return lake.S3Options{}, err
+	}
+	tlsConf, err := s.ClientTLS()
+	if err != nil {
+		return lake.S3Options{}, err
+	}
+	return lake.S3Options{
+		Endpoint: s.Endpoint, Region: s.Region, AccessKeyID: s.AccessKeyID,
+		SecretAccessKey: secret.Reveal(), SessionToken: s.SessionToken.Reveal(), TLS: tlsConf,
+	}, nil
+}
