@@ -266,7 +266,7 @@ func (r *renderer) verdict(row Row) string {
 		}
 		t := 1 / speed
 		return met(t <= g.Value, fmt.Sprintf("time ratio %s×", fmtRatio(t)))
-	case RatioAtLeast:
+	case RatioAtLeast, RatioAtMost:
 		if row.Ref.Figure == nil {
 			return "no reference"
 		}
@@ -275,17 +275,10 @@ func (r *renderer) verdict(row Row) string {
 			return "did not run (reference)"
 		}
 		x := m / median(fv)
+		if g.Kind == RatioAtMost {
+			return met(x <= g.Value, fmt.Sprintf("%s× the bound", fmtRatio(x)))
+		}
 		return met(x >= g.Value, fmt.Sprintf("%s× the reference", fmtRatio(x)))
-	case RatioAtMost:
-		if row.Ref.Figure == nil {
-			return "no reference"
-		}
-		fv, ferr := r.values(*row.Ref.Figure)
-		if ferr != "" || len(fv) == 0 || median(fv) == 0 {
-			return "did not run (reference)"
-		}
-		x := m / median(fv)
-		return met(x <= g.Value, fmt.Sprintf("%s× the bound", fmtRatio(x)))
 	case Scale:
 		if m >= g.Value {
 			return met(true, "")
