@@ -46,16 +46,21 @@ type Final struct {
 type Finals map[string]Final
 
 // Add folds one record of the complete topic: its aggregate replaces the
-// key's when its version is at least as high (a republished version is the
-// same value).
+// key's when its version is higher. A version published again (a retried
+// publication: the same value) keeps the earlier At, when it first
+// reached the topic.
 func (f Finals) Add(r *kgo.Record) error {
 	var a zreport.Aggregate
 	if err := json.Unmarshal(r.Value, &a); err != nil {
 		return fmt.Errorf("zverify: complete topic %d/%d: %w", r.Partition, r.Offset, err)
 	}
 	k := a.Key().String()
-	if cur, ok := f[k]; !ok || a.Version >= cur.Aggregate.Version {
+	cur, ok := f[k]
+	switch {
+	case !ok || a.Version > cur.Aggregate.Version:
 		f[k] = Final{&a, r.Timestamp}
+	case a.Version == cur.Aggregate.Version && r.Timestamp.Before(cur.At):
+		f[k] = Final{cur.Aggregate, r.Timestamp}
 	}
 	return nil
 }

@@ -106,11 +106,12 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// TestFinalsAdd: the highest version wins whatever the order.
+// TestFinalsAdd: the highest version wins whatever the order, at its
+// first publication.
 func TestFinalsAdd(t *testing.T) {
 	f := Finals{}
 	at := time.Date(2026, 11, 7, 10, 0, 0, 0, time.UTC)
-	for i, v := range []int64{2, 3, 1} {
+	for i, v := range []int64{2, 3, 1, 3} {
 		b, err := json.Marshal(zreport.Aggregate{FiscalDrive: "9960440300123456", Shift: 7, Version: v, Status: zreport.Status("v" + strconv.FormatInt(v, 10))})
 		if err != nil {
 			t.Fatal(err)
