@@ -166,5 +166,5 @@ func (a *ZReport) LoadZReport(ctx context.Context, k zreport.Key, closedHint tim
 	if closedHint.IsZero() {
 		return nil, nil
 	}
-	return readLatestZReport(ctx, a.Lake, k, closedHint)
+	return ReadLatestZReport(ctx, a.Lake, k, closedHint)
 }

@@ -182,8 +182,9 @@ func readZReportFile(ctx context.Context, lk *lake.Lake, key string) (_ *zreport
 	return rows[0].aggregate()
 }
 
-// readLatestZReport finds k's highest version in the date partitions of
-// closed ± 1 day.
+// ReadLatestZReport finds k's highest version in the date partitions of
+// closed ± 1 day; nil when the lake holds none. Exported for checkers of
+// the zreports table (tools/outages).
 //
 // A key's versions start at v1, written before any other, so a key with no
 // v1 in the three partitions has none: that is checked first, by name, and
@@ -191,7 +192,7 @@ func readZReportFile(ctx context.Context, lk *lake.Lake, key string) (_ *zreport
 // partition holds a file per key of its day: listing it for each cost time
 // growing with the day's keys (45% of the bridge and worker's CPU at 2,000
 // keys in BenchmarkZReportThroughput; docs/adr/0021-zreport-coalescing.md).
-func readLatestZReport(ctx context.Context, lk *lake.Lake, k zreport.Key, closed time.Time) (*zreport.Aggregate, error) {
+func ReadLatestZReport(ctx context.Context, lk *lake.Lake, k zreport.Key, closed time.Time) (*zreport.Aggregate, error) {
 	v1, err := zreportFileName(k, 1)
 	if err != nil {
 		return nil, err

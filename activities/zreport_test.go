@@ -79,7 +79,7 @@ func TestZReportLakeRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A day either side of the close date is searched.
-	got, err := readLatestZReport(ctx, lk, zkey, zclosed.Add(3*time.Hour))
+	got, err := ReadLatestZReport(ctx, lk, zkey, zclosed.Add(3*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestZReportLakeRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, &v2) {
 		t.Errorf("read back\n%+v\nwant\n%+v", got, &v2)
 	}
-	if none, err := readLatestZReport(ctx, lk, zreport.Key{FiscalDrive: "9960440300123456", Shift: 1}, zclosed); none != nil || err != nil {
+	if none, err := ReadLatestZReport(ctx, lk, zreport.Key{FiscalDrive: "9960440300123456", Shift: 1}, zclosed); none != nil || err != nil {
 		t.Errorf("other key: %v %v", none, err)
 	}
 	entries, _ := os.ReadDir(filepath.Join(root, "zreports", "close_date=2026-01-01"))

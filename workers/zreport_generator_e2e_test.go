@@ -2,7 +2,6 @@ package workers
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"net"
 	"strconv"
@@ -17,7 +16,7 @@ import (
 	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/testenv"
-	"reckon/internal/zreport"
+	"reckon/internal/zreport/zverify"
 )
 
 // zreportShifts sets the business keys of TestZReportGeneratorShifts
@@ -83,20 +82,17 @@ func TestZReportGeneratorShifts(t *testing.T) {
 	}
 	rec := generate.NewRecorder(g)
 	var recs []*kgo.Record
+	seqs := map[*kgo.Record]int64{} // for the acks: results come back in completion order
 	for {
 		r, ok := g.Next()
 		if !ok {
 			break
 		}
 		rec.Add(r)
-		recs = append(recs, &kgo.Record{Topic: "zreport-parts", Key: r.Key, Value: r.Value})
+		kr := &kgo.Record{Topic: "zreport-parts", Key: r.Key, Value: r.Value}
+		recs = append(recs, kr)
+		seqs[kr] = r.Seq
 	}
-	m := rec.Manifest(true, nil)
-	want := map[string]string{}
-	for _, z := range m.ZReports {
-		want[z.FiscalDrive+"/"+strconv.Itoa(z.Shift)] = z.StatusWithOperator
-	}
-	t.Logf("%d records, %d business keys, expected %+v", len(recs), len(want), m.ZReportTotals.WithOperator)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -106,9 +102,18 @@ func TestZReportGeneratorShifts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	res := cl.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	for _, pr := range res {
+		rec.Acked(seqs[pr.Record], pr.Record.Partition, pr.Record.Offset)
+	}
+	// The manifest after the acks: its poison entries carry their offsets
+	// for the dead-letter check.
+	m := rec.Manifest(true, nil)
+	t.Logf("%d records, %d business keys, expected %+v", len(recs), len(m.ZReports), m.ZReportTotals.WithOperator)
+
 	w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{MaxConcurrentWorkflowTaskPollers: 8})
 	run, closeFn, err := zreportBatch(cfg, tc, w)
 	if err != nil {
@@ -123,57 +128,37 @@ func TestZReportGeneratorShifts(t *testing.T) {
 	go func() { defer wg.Done(); _ = run(bctx) }()
 	t.Cleanup(func() { stop(); wg.Wait(); closeFn(); w.Stop() })
 
-	type final struct {
-		version int64
-		status  zreport.Status
-	}
-	got := map[string]final{}
-	settled := func() bool {
-		if len(got) < len(want) {
-			return false
-		}
-		for k, st := range want {
-			if string(got[k].status) != st {
-				return false
-			}
-		}
-		return true
-	}
-	for !settled() {
+	// Every key's latest final version, folded from the complete topic
+	// until each has the manifest's status (or the context ends).
+	got := zverify.Finals{}
+	for zverify.Check(m, got).Settled < len(m.ZReports) {
 		fs := cl.PollRecords(ctx, 10000)
 		if ctx.Err() != nil {
 			break
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			var a zreport.Aggregate
-			if err := json.Unmarshal(r.Value, &a); err != nil {
+			if err := got.Add(r); err != nil {
 				t.Fatal(err)
-			}
-			if k := string(r.Key); a.Version >= got[k].version {
-				got[k] = final{a.Version, a.Status}
 			}
 		})
 	}
-	counts := map[string]int{}
-	bad := 0
-	for k, st := range want {
-		counts[string(got[k].status)]++
-		if string(got[k].status) != st {
-			if bad < 5 {
-				t.Errorf("%s: latest final %q (v%d), manifest expects %q", k, got[k].status, got[k].version, st)
-			}
-			bad++
-		}
+	zr := zverify.Check(m, got)
+	t.Logf("%v", zr)
+	if err := zr.Err(); err != nil {
+		t.Error(err)
 	}
-	t.Logf("finalized %d of %d keys: %v; %d differ from the manifest", len(got), len(want), counts, bad)
 
 	// Nothing but the generator's poison may reach the DLQ: a valid part
 	// refused there would be lost to its key.
-	dlq := 0
-	if err := kafkaconn.ReadTopic(context.Background(), cfg.Kafka, "test", cfg.Topics.DLQ, func(*kgo.Record) error { dlq++; return nil }); err != nil {
+	d, err := zverify.ReadDeadLetters(context.Background(), cfg, "test", m)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if poison := m.Counts.ByCategory[generate.Poison]; int64(dlq) != poison {
-		t.Errorf("%d records in the DLQ, the generator made %d poison records", dlq, poison)
+	t.Logf("dead letters: %d of %d poison parts, %d repeats", d.Dead, d.Poison, d.Repeats)
+	if err := d.Err(); err != nil {
+		t.Error(err)
+	}
+	if poison := m.Counts.ByCategory[generate.Poison]; int64(d.Poison) != poison {
+		t.Errorf("%d poison parts with an offset, the generator made %d", d.Poison, poison)
 	}
 }

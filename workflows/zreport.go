@@ -14,6 +14,11 @@ import (
 	"reckon/internal/zreport"
 )
 
+// localRetryForever bounds the retries of the entity's local activities
+// (loading from and publishing to the lake and Kafka): no outage lasts
+// this long.
+const localRetryForever = 10 * 365 * 24 * time.Hour
+
 // Z-report entity workflow names (see docs/adr/0005-zreport-entity-workflows.md).
 const (
 	// ZReportWorkflow is the registered workflow type.
@@ -105,8 +110,12 @@ func ZReport(ctx workflow.Context, in ZReportInput) (*zreport.State, error) {
 	local := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		// Kafka or the lake being down stalls the entity, never loses a
-		// publication: retry until it works.
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+		// publication: retry until it works. The SDK caps the retries at
+		// StartToCloseTimeout when ScheduleToCloseTimeout is unset; a
+		// failed run would lose the parts it holds (the bridge committed
+		// them), so the retries are not capped for any real outage.
+		ScheduleToCloseTimeout: localRetryForever,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 	})
 	if st == nil {
 		var prev *zreport.Aggregate

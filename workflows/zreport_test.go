@@ -466,3 +466,58 @@ func TestZReportBatchSameAsOneByOne(t *testing.T) {
 		t.Errorf("batched:\n%s\none by one:\n%s", gj, wj)
 	}
 }
+
+// flaky is a producer that fails its first calls: Kafka down.
+type flaky struct {
+	*recorder
+	mu    sync.Mutex // protects fails
+	fails int
+}
+
+func (f *flaky) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	f.mu.Lock()
+	down := f.fails > 0
+	if down {
+		f.fails--
+	}
+	f.mu.Unlock()
+	if down {
+		out := make(kgo.ProduceResults, len(rs))
+		for i, rec := range rs {
+			out[i] = kgo.ProduceResult{Record: rec, Err: errors.New("unable to dial: connection refused")}
+		}
+		return out
+	}
+	return f.recorder.ProduceSync(ctx, rs...)
+}
+
+// TestZReportPublishOutlastsKafkaOutage: a publication that keeps failing
+// for minutes (the broker down; tools/outages holds it down 2m) stalls the
+// entity and is retried until it works. It must not fail the run: the
+// bridge has committed the parts the run holds, and a new run would start
+// without them (a part lost; the local activity's retries were capped at
+// its 30s StartToClose, the SDK's default ScheduleToClose).
+func TestZReportPublishOutlastsKafkaOutage(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartTime(zClosed.Add(time.Hour))
+	env.RegisterWorkflowWithOptions(ZReport, workflow.RegisterOptions{Name: ZReportWorkflow})
+	z := &zenv{TestWorkflowEnvironment: env, rec: &recorder{}, lake: t.TempDir()}
+	// 1+2+4+…+60 s of backoff: over three minutes of failures.
+	p := &flaky{recorder: z.rec, fails: 8}
+	env.RegisterActivity(&activities.ZReport{Producer: p, CompleteTopic: "complete", IncompleteTopic: "incomplete", Lake: dirLake(t, z.lake), OFDURL: "http://127.0.0.1:1"})
+	z.signalAt(time.Minute, zPart(zreport.RMS, "r", 1, 1))
+	z.signalAt(10*time.Minute, zPart(zreport.DWH, "d", 1, 1))
+	z.signalAt(20*time.Minute, zPart(zreport.OFD, "o", 1, 1))
+	z.run(t, ZReportInput{})
+	if p.fails != 0 {
+		t.Fatalf("%d failures left: the outage did not happen", p.fails)
+	}
+	f := z.rec.finals(t)
+	if len(f) != 1 || f[0].Status != zreport.StatusMatched || len(f[0].Missing) != 0 {
+		t.Fatalf("finals = %+v", f)
+	}
+	if c := z.rec.changelogs(t); len(c) < 2 || c[0] == nil || c[0].Status == "" {
+		t.Errorf("changelogs = %+v", c)
+	}
+}

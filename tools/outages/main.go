@@ -19,6 +19,25 @@
 //     time: an outage must not turn on-time events into late ones (the
 //     watermark is event time).
 //
+// Each scenario runs the Z-report path too (docs/requirements.md: with
+// Temporal down "archive, corrections and Z-reports catch up after"; with
+// the broker down "stream, bridge and archive resume"): the simulated
+// operator (`reckon dev`'s ofd) answers, and a finite paced fiscal
+// generator (-fiscal-rate parts/s, the same span as the payments) sends
+// shifts' parts — late, missing, mismatched, corrected, redelivered,
+// poison — through the outage. The Z-report deadlines are shortened with
+// --set (zreport.ofd_request_after 1m, retention 4m, ofd_retry 30s, linger
+// 2m; `reckon dev` would use 3m/15m/1m/5m) so the last shifts finalize
+// within minutes. After the return the tool measures the bridge catching
+// up (its committed offsets on the parts topic reaching the head) and the
+// last final of the shifts due by the return (their last part sent, the
+// deadline their final waits for passed) reaching the complete topic;
+// then every planned shift's latest final on the complete topic and
+// in the lake's zreports table must be as the generator's manifest says
+// (status, the sources' figures, no part lost, no duplicate counted beyond
+// those sent: internal/zreport/zverify), and exactly the poison parts be
+// dead letters.
+//
 // Every scenario ends like `make chaos`: the stream caught up; the targeted
 // corrections caught up (`reckon verify --truth` passes before any
 // reconciliation of the day); reconcile the traffic's date(s), `reckon
@@ -70,6 +89,8 @@ import (
 	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/temporalconn"
+	"reckon/internal/zreport"
+	"reckon/internal/zreport/zverify"
 	"reckon/lake"
 	"reckon/streaming"
 	"reckon/tools/internal/devstack"
@@ -78,7 +99,7 @@ import (
 // opts are the run's flags.
 type opts struct {
 	bin, temporalBin, base string
-	rate                   float64
+	rate, fiscalRate       float64
 	lead, after            time.Duration
 	keep                   bool
 }
@@ -104,6 +125,7 @@ func main() {
 	flag.StringVar(&o.temporalBin, "temporal", "bin/temporal", "Temporal CLI (dev server)")
 	flag.StringVar(&o.base, "config", "deploy/reckon.yaml", "base configuration; the payments windows are shortened in a temporary copy")
 	flag.Float64Var(&o.rate, "rate", 10, "generator rate, events per second (paced on the wall clock)")
+	flag.Float64Var(&o.fiscalRate, "fiscal-rate", 1, "fiscal generator rate, Z-report parts per second (a shift every 3/rate s)")
 	flag.DurationVar(&o.lead, "lead", 45*time.Second, "traffic before an outage starts")
 	flag.DurationVar(&o.after, "after", time.Minute, "traffic after the component returns (then the generator's late tail)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directories")
@@ -222,7 +244,8 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 	// falls in the middle of the outage. The stack is given up to 2
 	// minutes to start; the outage then begins at slot − down/2.
 	var slot time.Time
-	var extra []string
+	// The Z-report deadlines on a clock of minutes (see the package doc).
+	extra := []string{"zreport.ofd_request_after=1m", "zreport.retention=4m", "zreport.ofd_retry=30s", "zreport.linger=2m"}
 	if s.name == "temporal" {
 		slot = time.Now().Add(2*time.Minute + o.lead + s.down/2).UTC().Truncate(time.Minute).Add(time.Minute)
 		extra = append(extra, "batch.reconcile_at="+slot.Format("15:04"), "batch.timezone=UTC")
@@ -236,8 +259,8 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 	cfg := st.Cfg
 	say("dir %s, broker %s, temporal %s; %s down %v", dir, cfg.Kafka.Brokers[0], cfg.Temporal.Address, s.name, s.down)
 	defer st.Stop()
-	// Without the forever generators and the OFD simulator, as make chaos.
-	err = st.Start(ctx, st.Args("dev", "--without", "generate,ofd"), func(string, ...any) {})
+	// Without the forever generators; with the OFD simulator.
+	err = st.Start(ctx, st.Args("dev", "--without", "generate"), func(string, ...any) {})
 	startMu.Unlock()
 	if !check("dev stack up", err) {
 		return
@@ -266,6 +289,13 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 	}
 	day0 := gen.Started.UTC().Format(time.DateOnly)
 	say("generator: %d payments at %g/s (~%v of traffic plus the late tail), seed %d", count, o.rate, traffic.Round(time.Second), seed)
+	fcount := int64(o.fiscalRate * traffic.Seconds())
+	fgen, err := st.StartFiscal(ctx, fcount, o.fiscalRate, 45*time.Second, 15*time.Second, 20*time.Second)
+	if err != nil {
+		check("fiscal generator", err)
+		return
+	}
+	say("fiscal generator: %d Z-report parts at %g/s (OFD part ~45s after close, DWH ~15s, redeliveries ~20s)", fcount, o.fiscalRate)
 
 	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "outages")
 	if err != nil {
@@ -352,7 +382,7 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 	// it is read once the raw topic holds 90 % of the records paced since
 	// the outage began.
 	want := rawBefore + int64(0.9*o.rate*backAt.Sub(downAt).Seconds())
-	var head map[int32]int64
+	var head, partsHead map[int32]int64
 	hctx, hcancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = poll(hctx, func() error {
 		n, err := sumEnds(hctx, adm, raw)
@@ -362,7 +392,10 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 		if n < want {
 			return fmt.Errorf("the raw topic holds %d records, %d expected", n, want)
 		}
-		head, err = endOffsets(hctx, adm, raw)
+		if head, err = endOffsets(hctx, adm, raw); err != nil {
+			return err
+		}
+		partsHead, err = endOffsets(hctx, adm, cfg.Topics.ZReportParts)
 		return err
 	})
 	hcancel()
@@ -407,6 +440,14 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 			return poll(ctx, func() error { return archiveReach(ctx, cfg, raw, head) })
 		})
 	}
+	// The bridge signals the entity workflows and commits only what
+	// Temporal accepted: its lag on the parts topic is zero once every
+	// part sent by the return is in a workflow.
+	measure("Z-report bridge caught up to the parts head", 15*time.Minute, func(ctx context.Context) error {
+		return poll(ctx, func() error {
+			return committedReach(ctx, adm, cfg.ZReport.BridgeGroup, cfg.Topics.ZReportParts, partsHead)
+		})
+	})
 	if s.name == "temporal" {
 		measure("missed reconciliation ("+slot.Format("15:04")+" slot) done", 15*time.Minute, func(ctx context.Context) error {
 			return scheduleSlotDone(ctx, cfg, slot, downAt, say)
@@ -467,6 +508,145 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 	check("verify --truth --lake (nothing lost or counted twice; closed windows = truth; every archived record once in the lake)", err)
 	check("late and dead letters explained by event time and poison, not by the outage", lateByEventTime(ctx, cfg, gen.Manifest, say))
 	check("no stream pane published twice with the same version", noDoublePanes(ctx, cfg))
+	s.zreports(ctx, st, fgen, backAt)
+}
+
+// zreports waits for the fiscal generator, then for every shift it planned
+// to have its expected final on the complete topic (bounded: the deadlines
+// plus 5 minutes after the generator's end), and checks the finals, the
+// lake's zreports table and the dead letters against its manifest. It
+// records the recovery: from the return to the last final of the shifts
+// due by then (dueAt).
+func (s *scenario) zreports(ctx context.Context, st *devstack.Stack, fgen *devstack.Generator, backAt time.Time) {
+	say, check := s.rep.Say, s.rep.Check
+	cfg := st.Cfg
+	select {
+	case err := <-fgen.Done:
+		err = fgen.Check(err)
+		check("fiscal generator finished its --count, manifest complete", err)
+		if err != nil {
+			fmt.Printf("%s\n", devstack.Tail(devstack.ReadFileString(fgen.LogPath), 20))
+			return
+		}
+	case <-ctx.Done():
+		check("fiscal generator finished", ctx.Err())
+		return
+	}
+	m, err := readManifest(fgen.Manifest)
+	if err == nil && len(m.ZReports) == 0 {
+		err = errors.New("the fiscal manifest plans no Z-report")
+	}
+	if !check("fiscal manifest read", err) {
+		return
+	}
+	say("fiscal generator done: %d keys planned, expected %v", len(m.ZReports), m.ZReportTotals.WithOperator)
+
+	limit := cfg.ZReport.OFDRequestAfter + cfg.ZReport.Retention + 5*time.Minute
+	wctx, cancel := context.WithTimeout(ctx, limit)
+	var res zverify.Result
+	var got zverify.Finals
+	err = poll(wctx, func() error {
+		var err error
+		if got, err = zverify.ReadComplete(wctx, cfg, "outages"); err != nil {
+			return err
+		}
+		res = zverify.Check(m, got)
+		if res.Settled < res.Keys {
+			return fmt.Errorf("%d of %d keys with the expected status", res.Settled, res.Keys)
+		}
+		return nil
+	})
+	cancel()
+	if err != nil {
+		err = fmt.Errorf("not every planned shift final as expected within %v of the fiscal generator's end (%v): %s: %w", limit, err, res, res.Err())
+	} else {
+		say("Z-reports on the complete topic: %s", res)
+		err = res.Err()
+	}
+	check("every planned shift's latest final on "+cfg.Topics.ZReportComplete+" as the manifest says (status, figures, no part lost, no extra duplicate)", err)
+
+	// Recovery: the last final, on the topic, of the shifts due by the
+	// return; for those due after it, the longest wait past the due time.
+	var last time.Time
+	var dueBefore, dueAfter int
+	var lagAfter time.Duration
+	for _, z := range m.ZReports {
+		d, derr := dueAt(z, cfg.ZReport)
+		f, ok := got[zverify.Key(z)]
+		if derr != nil || !ok {
+			continue
+		}
+		if !d.After(backAt) {
+			dueBefore++
+			last = maxTime(last, f.At)
+		} else {
+			dueAfter++
+			lagAfter = max(lagAfter, f.At.Sub(d))
+		}
+	}
+	took := time.Duration(-1)
+	if err == nil && !last.IsZero() {
+		took = max(0, last.Sub(backAt))
+		say("recovered: the last final of the %d shifts due by the return on the complete topic %v after the return; the %d due after it final at most %v past due",
+			dueBefore, took.Round(100*time.Millisecond), dueAfter, lagAfter.Round(100*time.Millisecond))
+	}
+	s.recovered = append(s.recovered, recovery{fmt.Sprintf("Z-reports due by the return (%d) final", dueBefore), took})
+
+	lk, err := lake.Open(lake.Options{Root: cfg.Lake.Root})
+	if err == nil {
+		var lf zverify.Finals
+		if lf, err = zverify.ReadLake(ctx, lk, m); err == nil {
+			lr := zverify.Check(m, lf)
+			say("zreports lake table: %s", lr)
+			err = lr.Err()
+		}
+	}
+	check("every planned shift's latest version in the lake's zreports table as the manifest says", err)
+
+	d, err := zverify.ReadDeadLetters(ctx, cfg, "outages", m)
+	if err == nil {
+		say("Z-report dead letters: %d of %d poison parts (%d repeated)", d.Dead, d.Poison, d.Repeats)
+		err = d.Err()
+	}
+	check("exactly the poison parts dead-lettered by the bridge", err)
+}
+
+// dueAt is when z's expected final can be published at the earliest: its
+// last part's arrival, and the deadline it waits for — the operator's
+// document for a withheld OFD part (ofd_request_after after the shift's
+// close), the retention for a missing DWH or RMS part.
+func dueAt(z generate.ZReport, zc config.ZReport) (time.Time, error) {
+	due, err := time.Parse(generate.TimeLayout, z.LastArrival)
+	if err != nil {
+		return due, err
+	}
+	closed, err := time.Parse(generate.TimeLayout, z.ShiftClosedAt)
+	if err != nil {
+		return due, err
+	}
+	if _, ok := z.Sources[generate.SourceOFD]; !ok && z.OperatorDocument != nil {
+		due = maxTime(due, closed.Add(zc.OFDRequestAfter))
+	}
+	if z.StatusWithOperator == string(zreport.StatusIncomplete) {
+		due = maxTime(due, closed.Add(zc.Retention))
+	}
+	return due, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func readManifest(path string) (*generate.Manifest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return generate.ReadManifest(f)
 }
 
 // takeDown holds the component down and kills its process group; it
@@ -667,12 +847,7 @@ func scheduleSlotDone(ctx context.Context, cfg *config.Config, slot, downAt time
 // beyond the allowed lateness by the generator (event time), and every dead
 // letter was poison: none was made late or dead by the outage.
 func lateByEventTime(ctx context.Context, cfg *config.Config, manifest string, say func(string, ...any)) error {
-	f, err := os.Open(manifest)
-	if err != nil {
-		return err
-	}
-	m, err := generate.ReadManifest(f)
-	f.Close()
+	m, err := readManifest(manifest)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,8 @@
 // Package devstack runs the dev stack (`reckon dev`) on loopback for the
 // end-to-end tools (tools/chaos, tools/outages): free ports, a temporary
 // data dir and lake, a configuration with the payments windows shortened,
-// the paced payments generator with a manifest, and the run's ledger of
-// checks. It is not for production code nor for `go test`: it starts real
+// the paced payments and fiscal generators with a manifest, and the run's
+// ledger of checks. It is not for production code nor for `go test`: it starts real
 // processes and prints to stdout.
 package devstack
 
@@ -194,16 +194,37 @@ type Generator struct {
 // StartGenerator starts `reckon generate` for count payments at rate per
 // second, paced from now, with a manifest in the run's dir.
 func (s *Stack) StartGenerator(ctx context.Context, count int64, rate float64, seed int64) (*Generator, error) {
-	g := &Generator{Manifest: filepath.Join(s.Dir, "manifest.json"), LogPath: filepath.Join(s.Dir, "generate.log"), Done: make(chan error, 1)}
+	return s.startGenerator(ctx, "", "payments", count, rate,
+		"--seed", strconv.FormatInt(seed, 10),
+		"--delay-dist", "exp:15s", "--redelivery-delay", "10s")
+}
+
+// StartFiscal starts `reckon generate --scenario fiscal` for count parts at
+// rate per second, paced from now, with its manifest in the run's dir
+// (fiscal-manifest.json): the shifts of the drives the stack's simulated
+// operator answers for (zreport.ofd_sim_generator_seed and _keys, as
+// `reckon dev`'s fiscal generator), numbered from now's key slot with fresh
+// event ids. ofdDelay, partDelay and redelivery are the mean delays of the
+// OFD part, the DWH part (RMS: half) and a redelivery.
+func (s *Stack) StartFiscal(ctx context.Context, count int64, rate float64, ofdDelay, partDelay, redelivery time.Duration) (*Generator, error) {
+	return s.startGenerator(ctx, "fiscal-", "fiscal", count, rate,
+		"--seed", strconv.FormatInt(s.Cfg.ZReport.OFDSimGeneratorSeed, 10), "--keys", strconv.Itoa(s.Cfg.ZReport.OFDSimGeneratorKeys),
+		"--id-nonce", "random", "--first-key", "now",
+		"--ofd-delay", ofdDelay.String(), "--part-delay", partDelay.String(), "--redelivery-delay", redelivery.String())
+}
+
+// startGenerator runs one paced, finite `reckon generate` with a manifest;
+// prefix names its files in the run's dir.
+func (s *Stack) startGenerator(ctx context.Context, prefix, scenario string, count int64, rate float64, args ...string) (*Generator, error) {
+	g := &Generator{Manifest: filepath.Join(s.Dir, prefix+"manifest.json"), LogPath: filepath.Join(s.Dir, prefix+"generate.log"), Done: make(chan error, 1)}
 	var err error
 	if g.log, err = os.Create(g.LogPath); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, s.Bin, s.Args("generate", "--scenario", "payments",
+	args = append([]string{"generate", "--scenario", scenario,
 		"--count", strconv.FormatInt(count, 10), "--rate", strconv.FormatFloat(rate, 'f', -1, 64),
-		"--seed", strconv.FormatInt(seed, 10), "--start", "now", "--pace", "on",
-		"--delay-dist", "exp:15s", "--redelivery-delay", "10s", "--wait", "2m",
-		"--manifest", g.Manifest)...)
+		"--start", "now", "--pace", "on", "--wait", "2m", "--manifest", g.Manifest}, args...)
+	cmd := exec.CommandContext(ctx, s.Bin, s.Args(args...)...)
 	cmd.Stdout, cmd.Stderr = g.log, g.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	g.Started = time.Now()
