@@ -98,8 +98,14 @@ type SourceState struct {
 	// AppliedAt is when the current part was applied.
 	AppliedAt time.Time `json:"applied_at,omitzero"`
 	Origin    string    `json:"origin,omitempty"`
-	// Duplicates counts parts whose event_id was already applied.
+	// Duplicates counts parts whose event_id was already applied: the
+	// source sent the part again.
 	Duplicates int64 `json:"duplicates"`
+	// Redeliveries counts the applied part's own record delivered again
+	// (same event_id and same Origin, e.g. the bridge re-reading a record
+	// whose offset commit a broker outage lost): transport, not the
+	// source, so not a duplicate of the business record.
+	Redeliveries int64 `json:"redeliveries,omitempty"`
 	// Corrections counts parts that replaced an earlier one (new event_id).
 	Corrections int64 `json:"corrections"`
 	// Revisions are the replaced parts, oldest first (at most MaxRevisions).
@@ -219,7 +225,11 @@ func (s *State) Apply(p Part, now time.Time) (Outcome, error) {
 	now = now.UTC()
 	src := &s.Sources[p.Source.index()]
 	if slices.Contains(src.Seen, p.EventID) {
-		src.Duplicates++
+		if p.Origin != "" && p.Origin == src.Origin && p.EventID == src.EventID {
+			src.Redeliveries++
+		} else {
+			src.Duplicates++
+		}
 		return Outcome{Duplicate: true}, nil
 	}
 	if s.ShiftClosedAt.IsZero() {

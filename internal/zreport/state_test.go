@@ -480,3 +480,23 @@ func ExampleState_Apply() {
 	// waiting, missing [DWH]
 	// mismatched v 1 receipts_count
 }
+
+// TestRedeliveryIsNotADuplicate: the applied part's own record delivered
+// again (same event_id, same origin: the bridge re-reading after a lost
+// offset commit) is counted as a redelivery; the same event_id from another
+// record (the source sent it twice) is a duplicate.
+func TestRedeliveryIsNotADuplicate(t *testing.T) {
+	s := New(key, policy)
+	p := part(OFD, "ofd-1", 5, 50)
+	p.Origin = "zreport-parts/1/40"
+	mustApply(t, s, p, at(1))
+	if out := mustApply(t, s, p, at(2)); !out.Duplicate || out.Applied {
+		t.Fatalf("redelivered record: %+v", out)
+	}
+	again := p
+	again.Origin = "zreport-parts/1/41"
+	mustApply(t, s, again, at(3))
+	if src := s.Sources[0]; src.Redeliveries != 1 || src.Duplicates != 1 {
+		t.Errorf("redeliveries %d duplicates %d, want 1 and 1", src.Redeliveries, src.Duplicates)
+	}
+}
