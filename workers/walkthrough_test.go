@@ -81,7 +81,7 @@ func TestOperatorWalkthrough(t *testing.T) {
 	before := dev1.killAndTimeReassign(t, filepath.Join(dir, "run"))
 	killed := time.Now()
 	killPid(t, filepath.Join(dir, "run", "batch.pid"))
-	batchURL = dev1.waitMetricsURL(t, "batch", killed)
+	dev1.waitMetricsURL(t, "batch", killed) // the batch came back after the kill
 	dev1.interrupt(t)
 	run1End := time.Now()
 
