@@ -180,15 +180,7 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 		check(fmt.Sprintf("kill -9 %s at t+%v and restart", k.name, k.at.Round(time.Second)), k.err)
 	}
 
-	select {
-	case err := <-gen.Done:
-		err = gen.Check(err)
-		check("generator finished, manifest complete", err)
-		if err != nil {
-			fmt.Printf("%s\n", devstack.Tail(devstack.ReadFileString(gen.LogPath), 20))
-		}
-	case <-ctx.Done():
-		check("generator finished", ctx.Err())
+	if gen.Await(ctx, rep, "generator finished, manifest complete") != nil && ctx.Err() != nil {
 		return finish()
 	}
 	say("generator done after %v", time.Since(t0).Round(time.Second))

@@ -455,16 +455,7 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 	}
 	wg.Wait()
 
-	select {
-	case err := <-gen.Done:
-		err = gen.Check(err)
-		check("generator finished its --count, manifest complete (no produce call spun forever or dropped)", err)
-		if err != nil {
-			fmt.Printf("%s\n", devstack.Tail(devstack.ReadFileString(gen.LogPath), 20))
-			return
-		}
-	case <-ctx.Done():
-		check("generator finished", ctx.Err())
+	if gen.Await(ctx, s.rep, "generator finished its --count, manifest complete (no produce call spun forever or dropped)") != nil {
 		return
 	}
 	say("generator done after %v", time.Since(gen.Started).Round(time.Second))
@@ -520,16 +511,7 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 func (s *scenario) zreports(ctx context.Context, st *devstack.Stack, fgen *devstack.Generator, backAt time.Time) {
 	say, check := s.rep.Say, s.rep.Check
 	cfg := st.Cfg
-	select {
-	case err := <-fgen.Done:
-		err = fgen.Check(err)
-		check("fiscal generator finished its --count, manifest complete", err)
-		if err != nil {
-			fmt.Printf("%s\n", devstack.Tail(devstack.ReadFileString(fgen.LogPath), 20))
-			return
-		}
-	case <-ctx.Done():
-		check("fiscal generator finished", ctx.Err())
+	if fgen.Await(ctx, s.rep, "fiscal generator finished its --count, manifest complete") != nil {
 		return
 	}
 	m, err := readManifest(fgen.Manifest)

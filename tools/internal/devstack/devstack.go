@@ -236,13 +236,24 @@ func (s *Stack) startGenerator(ctx context.Context, prefix, scenario string, cou
 	return g, nil
 }
 
-// Check is the outcome of a finished generator: its exit and a complete
-// manifest.
-func (g *Generator) Check(exit error) error {
-	if exit != nil {
-		return exit
+// Await waits for the generator to end (or ctx), records the check name
+// in rep — its exit and a complete manifest — and prints the tail of its
+// log when it failed. It returns the check's error.
+func (g *Generator) Await(ctx context.Context, rep *Report, name string) error {
+	var err error
+	select {
+	case err = <-g.Done:
+		if err == nil {
+			err = ManifestComplete(g.Manifest)
+		}
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
-	return ManifestComplete(g.Manifest)
+	rep.Check(name, err)
+	if err != nil && ctx.Err() == nil {
+		fmt.Printf("%s\n", Tail(ReadFileString(g.LogPath), 20))
+	}
+	return err
 }
 
 // WriteConfig writes a copy of base with the payments stream's windows
