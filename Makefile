@@ -35,7 +35,7 @@ $(TEMPORAL_STAMP):
 
 vet:
 	$(GO) vet ./...
-	CGO_ENABLED=1 $(GO) vet -tags duckdb_arrow ./internal/sqlserve/... ./workers/reckon-sql
+	CGO_ENABLED=1 $(GO) vet -tags duckdb_arrow ./sqlserve/... ./workers/reckon-sql
 
 # Every program is built into bin/ (git ignores it); no file over 1 MB is
 # ever committed (a stray binary at the root was once).
@@ -49,8 +49,8 @@ test: build temporal vet tree-check
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestTruthEndToEnd$$' -count=1 -timeout 10m -args -e2e
 	@echo "== end to end: 1,000 shifts of Z-report parts through the bridge and entity workflows"
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestZReportGeneratorShifts$$' -count=1 -timeout 10m -args -zreport-shifts 1000
-	@echo "== SQL endpoint: Flight SQL clients, views, lock-down (internal/sqlserve, CGO, -tags duckdb_arrow)"
-	CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags duckdb_arrow ./internal/sqlserve/...
+	@echo "== SQL endpoint: Flight SQL clients, views, lock-down (sqlserve, CGO, -tags duckdb_arrow)"
+	CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags duckdb_arrow ./sqlserve/...
 	@echo "== DuckDB interop (lake/interop, its own module, CGO)"
 	cd lake/interop && $(GO) test -tags duckdb_arrow -count=1 -timeout $(TEST_TIMEOUT) ./...
 
@@ -111,11 +111,11 @@ bench: build temporal
 	$(call bench_step,$(BENCH_TEST) -bench 'StateBytes|Snapshot' -benchtime 1x -cpu 1 ./streaming/operator)
 	$(call bench_step,$(BENCH_TEST) -bench 'StreamEndToEnd|StreamLatency' -benchtime 1x -count $(BENCH_STREAM_COUNT) ./streaming)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 1x -cpu 1 -count $(BENCH_COUNT) ./lake)
-	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 200000x -cpu 1 ./internal/generate)
+	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 200000x -cpu 1 ./verify/generate)
 	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_ROWS) RECKON_BENCH_DAY_ROWS=$(BENCH_DAY_ROWS) $(BENCH_TEST) -bench 'Hourly|RecomputeDay' -benchtime 1x -count $(BENCH_COUNT))
 	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_LAKEQ_ROWS) RECKON_BENCH_BIN=$(BIN)/reckon $(BENCH_TEST) -bench LakeQueryProcess -benchtime 1x -count $(BENCH_COUNT))
 	$(call bench_step,RECKON_BENCH_PACE_SPEED=$(BENCH_PACE_SPEED) $(GO) test -run '^$$' -v -timeout 60m -bench CompactPace -benchtime 1x ./tools/compactpace)
-	$(call bench_step,RECKON_BENCH_ROWS=$(BENCH_SQL_ROWS) $(BENCH_TEST) -tags duckdb_arrow -bench 'FlightSQL' -benchtime 1x -cpu 2 -count $(BENCH_COUNT) ./internal/sqlserve)
+	$(call bench_step,RECKON_BENCH_ROWS=$(BENCH_SQL_ROWS) $(BENCH_TEST) -tags duckdb_arrow -bench 'FlightSQL' -benchtime 1x -cpu 2 -count $(BENCH_COUNT) ./sqlserve)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench ZReportThroughput -benchtime $(ZREPORT_KEYS)x ./workers)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench TimeToTruth -benchtime 1x ./workers)
 	@echo "reckon-bench: end $$(date -u +%FT%TZ) load $$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a $(BENCH_RAW)

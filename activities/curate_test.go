@@ -7,8 +7,8 @@ import (
 
 	"reckon/activities"
 	"reckon/internal/event"
-	"reckon/internal/testing/curatedcheck"
 	"reckon/lake"
+	"reckon/verify/curatedcheck"
 )
 
 // archiveAndCurate runs one pane archive step on each summaries partition

@@ -12,9 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/temporal"
 
-	"reckon/internal/zreport"
-	"reckon/internal/zreport/ofd"
 	"reckon/lake"
+	"reckon/zreport"
+	"reckon/zreport/ofd"
 )
 
 // Producer is the part of *kgo.Client the Z-report activities use.

@@ -10,8 +10,8 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"reckon/internal/zreport"
 	"reckon/lake"
+	"reckon/zreport"
 )
 
 // TestZReportUnderLakeFaults: Z-report versions published

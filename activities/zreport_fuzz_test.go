@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"reckon/internal/testing/corrupt"
-	"reckon/internal/zreport"
 	"reckon/lake"
+	"reckon/zreport"
 )
 
 // FuzzCorruptZReportFile: a Z-report version file corrupted in the lake

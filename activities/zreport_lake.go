@@ -15,8 +15,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
-	"reckon/internal/zreport"
 	"reckon/lake"
+	"reckon/zreport"
 )
 
 // The zreports table of the lake: one file per final version,

@@ -23,10 +23,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/temporal"
 
-	"reckon/internal/zreport"
-	"reckon/internal/zreport/ofd"
-	"reckon/internal/zreport/ofdsim"
 	"reckon/lake"
+	"reckon/zreport"
+	"reckon/zreport/ofd"
+	"reckon/zreport/ofdsim"
 )
 
 var (

@@ -18,10 +18,10 @@ import (
 
 	"reckon/internal/config"
 	"reckon/internal/event"
-	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/ledger"
 	"reckon/internal/testing/badinput"
+	"reckon/verify/generate"
+	"reckon/verify/ledger"
 )
 
 // burstKeys is the size of the key-cardinality burst: that many distinct

@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"reckon/internal/config"
-	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
+	"reckon/verify/generate"
 )
 
 // BenchmarkStreamEndToEnd measures the stream worker end to end through an

@@ -9,9 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"reckon/internal/event"
-	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/ledger"
+	"reckon/verify/generate"
+	"reckon/verify/ledger"
 )
 
 // TestStreamLedger runs generator traffic (late, beyond-lateness,

@@ -15,11 +15,12 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/testing/progresscheck"
 	"reckon/internal/testing/testenv"
+	"reckon/internal/testing/verifytest"
 	"reckon/internal/topics"
 	"reckon/streaming/operator"
 	"reckon/streaming/progress"
+	"reckon/verify/progresscheck"
 )
 
 // raceConfig starts a broker with reckon's topics and returns the config
@@ -253,7 +254,7 @@ func TestProgressRestoreFromCheckpointOlderThanIdlePurge(t *testing.T) {
 	if !found {
 		t.Errorf("the event of purged window %s (%s) is not on the late topic", ws.Format(time.TimeOnly), src)
 	}
-	c := progresscheck.Check(t, ctx, cfg)
+	c := verifytest.Progress(t, ctx, cfg)
 	var newPanes []string
 	for _, p := range c.Panes[len(panesBefore.Panes):] {
 		if p.WindowStart.Equal(ws) {
@@ -318,7 +319,7 @@ func TestStreamRestartDoesNotIdleAheadOfWaitingRecords(t *testing.T) {
 		p := latest()
 		return p.NextOffset > late, fmt.Sprintf("progress %+v", p)
 	})
-	c := progresscheck.Check(t, ctx, cfg)
+	c := verifytest.Progress(t, ctx, cfg)
 	var rs []string
 	for _, r := range c.Of(st.Name, st.Topic, 0) {
 		rs = append(rs, fmt.Sprintf("next %d wm %s proc %s", r.NextOffset, r.Watermark.Format(time.StampMilli), r.ProcessingTime.Format(time.StampMilli)))

@@ -23,8 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"reckon/internal/config"
-	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
+	"reckon/verify/generate"
 )
 
 // TestStreamScaleOut runs two stream workers in one consumer group against

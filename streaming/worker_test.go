@@ -23,10 +23,10 @@ import (
 
 	"reckon/internal/config"
 	"reckon/internal/event"
-	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/testenv"
 	"reckon/internal/topics"
+	"reckon/verify/generate"
 )
 
 const envChild = "STREAMING_TEST_CHILD" // not RECKON_*: the config refuses unknown RECKON_ variables

@@ -17,8 +17,8 @@ import (
 	"reckon/activities"
 	"reckon/internal/config"
 	"reckon/internal/metrics"
-	"reckon/internal/zreport"
 	"reckon/lake"
+	"reckon/zreport"
 )
 
 // batchMetrics are the batch worker's /metrics (deploy/README.md "What to

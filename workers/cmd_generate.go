@@ -15,8 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
+	"reckon/verify/generate"
 )
 
 // generateSummary is the one JSON line `reckon generate` prints when done.

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"reckon/internal/config"
-	"reckon/internal/generate"
+	"reckon/verify/generate"
 )
 
 func runReckon(t *testing.T, args ...string) (code int, stdout, stderr string) {

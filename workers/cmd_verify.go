@@ -7,9 +7,10 @@ import (
 	"os"
 	"time"
 
-	"reckon/internal/generate"
-	"reckon/internal/ledger"
 	"reckon/streaming"
+	"reckon/verify/generate"
+	"reckon/verify/lakecheck"
+	"reckon/verify/ledger"
 )
 
 // errNotConserved, errNotTruthful and errEarlyOnTime make `reckon verify`
@@ -92,13 +93,13 @@ func runVerify(ctx context.Context, cx *cmdContext) error {
 		if err != nil {
 			return err
 		}
-		acc, err := accountLake(rctx, lk, m)
+		acc, err := lakecheck.Check(rctx, lk, m)
 		if err != nil {
 			return err
 		}
-		acc.print(cx.stdout, m.Topic)
+		acc.Print(cx.stdout, m.Topic)
 		if !acc.Exact() {
-			return errLakeNotAccounted
+			return lakecheck.ErrNotAccounted
 		}
 	}
 	verdict := "conserved, on time"

@@ -18,9 +18,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"reckon/internal/temporalconn"
-	"reckon/internal/zreport"
-	"reckon/internal/zreport/ofdsim"
 	"reckon/workflows"
+	"reckon/zreport"
+	"reckon/zreport/ofdsim"
 )
 
 const zreportUsage = `usage:

@@ -29,8 +29,8 @@ import (
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/testenv"
-	"reckon/internal/zreport"
 	"reckon/workflows"
+	"reckon/zreport"
 )
 
 // zpartJSON renders a Z-report part envelope as the parts topic carries it.

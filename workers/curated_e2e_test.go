@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"reckon/internal/event"
-	"reckon/internal/testing/curatedcheck"
 	"reckon/lake"
+	"reckon/verify/curatedcheck"
 )
 
 // checkCuratedAgrees waits (bounded) until the lake's curated windows and

@@ -25,8 +25,9 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/testing/progresscheck"
+	"reckon/internal/testing/verifytest"
 	"reckon/streaming/progress"
+	"reckon/verify/progresscheck"
 	"reckon/workflows"
 )
 
@@ -387,7 +388,7 @@ func TestHorizonWaitsWhileTheStreamIsDown(t *testing.T) {
 	// version is the truth.
 	t.Logf("the stream's last pane of k1's window: v%d %s count %d", streamK1.Version, streamK1.Timing, streamK1.Count)
 	checkHighest(t, panes, s.Name, ws, end, map[string][2]float64{"k1": {3, 60}, "k2": {1, 5}})
-	progresscheck.Check(t, ctx, cfg)
+	verifytest.Progress(t, ctx, cfg)
 }
 
 // TestHorizonPerStreamOnASharedTopic: two streams read one raw topic, each
@@ -552,7 +553,7 @@ func TestHorizonPerStreamOnASharedTopic(t *testing.T) {
 	panes := st.obs.snapshot()
 	checkHighest(t, panes, a.Name, ws, end, wantA)
 	checkHighest(t, panes, b.Name, ws, end, map[string][2]float64{"r1": {1, 7}, "r2": {1, 3}})
-	progresscheck.Check(t, ctx, cfg)
+	verifytest.Progress(t, ctx, cfg)
 }
 
 // TestHorizonWaitsThroughATooLateTail: a partition's on-time traffic
@@ -645,7 +646,7 @@ func TestHorizonWaitsThroughATooLateTail(t *testing.T) {
 		t.Errorf("the recompute finished, yet the stream's progress purged only through %s", last.PurgedThrough)
 	}
 
-	c := progresscheck.Check(t, ctx, cfg)
+	c := verifytest.Progress(t, ctx, cfg)
 	tail := tailEnd.Load()
 	during := 0
 	for _, r := range c.Of(s.Name, s.Topic, p) {

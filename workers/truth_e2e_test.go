@@ -33,12 +33,12 @@ import (
 	"reckon/activities"
 	"reckon/internal/config"
 	"reckon/internal/event"
-	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/testenv"
 	"reckon/internal/topics"
 	"reckon/lake"
 	"reckon/streaming"
+	"reckon/verify/generate"
 	"reckon/workflows"
 )
 

@@ -13,10 +13,10 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"reckon/internal/config"
-	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/testenv"
-	"reckon/internal/zreport/zverify"
+	"reckon/verify/generate"
+	"reckon/verify/zverify"
 )
 
 // zreportShifts sets the business keys of TestZReportGeneratorShifts

@@ -18,14 +18,14 @@ import (
 
 	"reckon/activities"
 	"reckon/internal/config"
-	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/zreport"
-	"reckon/internal/zreport/bridge"
-	"reckon/internal/zreport/ofd"
-	"reckon/internal/zreport/ofdsim"
 	"reckon/lake"
+	"reckon/verify/generate"
 	"reckon/workflows"
+	"reckon/zreport"
+	"reckon/zreport/bridge"
+	"reckon/zreport/ofd"
+	"reckon/zreport/ofdsim"
 )
 
 // zreportBatch registers the Z-report workflows/activities on w and returns the bridge loop to run in `reckon batch`.

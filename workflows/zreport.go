@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/activities"
-	"reckon/internal/zreport"
+	"reckon/zreport"
 )
 
 // localRetryForever bounds the retries of the entity's local activities

@@ -20,11 +20,11 @@ import (
 
 	"reckon/activities"
 	"reckon/internal/testing/testenv"
-	"reckon/internal/zreport"
-	"reckon/internal/zreport/ofd"
-	"reckon/internal/zreport/ofdsim"
 	"reckon/lake"
 	"reckon/workflows"
+	"reckon/zreport"
+	"reckon/zreport/ofd"
+	"reckon/zreport/ofdsim"
 )
 
 var recordZReport = flag.Bool("record-zreport", false, "record workflows/testdata/zreport_history.json and zreport_batch_history.json from runs on the dev server")

@@ -19,10 +19,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/activities"
-	"reckon/internal/zreport"
-	"reckon/internal/zreport/ofd"
-	"reckon/internal/zreport/ofdsim"
 	"reckon/lake"
+	"reckon/zreport"
+	"reckon/zreport/ofd"
+	"reckon/zreport/ofdsim"
 )
 
 // Fixtures (docs/requirements.md R-Z): one fiscal drive's shift 142, closed

@@ -339,7 +339,7 @@ func TestLakeDocQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The queries on the files; the SQL endpoint's section (its views) is
-	// run by internal/sqlserve's TestDocExamples.
+	// run by sqlserve's TestDocExamples.
 	doc, _, _ := strings.Cut(string(b), "\n## SQL endpoint views")
 	qs := sqlBlocks(doc, filepath.ToSlash(l.Root()))
 	if len(qs) < 9 {

@@ -11,9 +11,9 @@ const (
 	pkgStream   = "reckon/streaming"
 	pkgLake     = "reckon/lake"
 	pkgInterop  = "reckon/lake/interop"
-	pkgGenerate = "reckon/internal/generate"
+	pkgGenerate = "reckon/verify/generate"
 	pkgWorkers  = "reckon/workers"
-	pkgSQL      = "reckon/internal/sqlserve"
+	pkgSQL      = "reckon/sqlserve"
 	pkgPace     = "reckon/tools/compactpace"
 )
 

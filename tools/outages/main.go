@@ -35,7 +35,7 @@
 // then every planned shift's latest final on the complete topic and
 // in the lake's zreports table must be as the generator's manifest says
 // (status, the sources' figures, no part lost, no duplicate counted beyond
-// those sent: internal/zreport/zverify), and exactly the poison parts be
+// those sent: verify/zverify), and exactly the poison parts be
 // dead letters.
 //
 // Every scenario ends like `make chaos`: the stream caught up; the targeted
@@ -86,14 +86,14 @@ import (
 
 	"reckon/internal/config"
 	"reckon/internal/event"
-	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/temporalconn"
-	"reckon/internal/zreport"
-	"reckon/internal/zreport/zverify"
 	"reckon/lake"
 	"reckon/streaming"
 	"reckon/tools/internal/devstack"
+	"reckon/verify/generate"
+	"reckon/verify/zverify"
+	"reckon/zreport"
 )
 
 // opts are the run's flags.

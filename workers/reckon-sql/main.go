@@ -11,7 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"reckon/internal/sqlserve"
+	"reckon/sqlserve"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"reckon/internal/zreport"
+	"reckon/zreport"
 )
 
 // answer is an http.RoundTripper that returns one fixed response, so the
@@ -29,7 +29,7 @@ func (a answer) RoundTrip(r *http.Request) (*http.Response, error) {
 // transient; a bad 200 a bad document; other 4xx a client error), so the
 // Z-report workflow retries only what can succeed.
 //
-//	go test ./internal/zreport/ofd -run '^$' -fuzz '^FuzzFetch$' -fuzztime 60s
+//	go test ./zreport/ofd -run '^$' -fuzz '^FuzzFetch$' -fuzztime 60s
 func FuzzFetch(f *testing.F) {
 	ok := `{"event_id":"e1","fiscal_drive":"9960440300123456","shift":142,"receipts":5,"total":50.5,"shift_closed_at":"2026-01-01T23:00:00Z"}`
 	f.Add(200, []byte(ok))

@@ -1,4 +1,4 @@
-package workers
+package lakecheck
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"reckon/internal/generate"
 	"reckon/lake"
+	"reckon/verify/generate"
 )
 
 // TestAccountLake: after compaction a redelivery the manifest lists is in
@@ -44,19 +44,19 @@ func TestAccountLake(t *testing.T) {
 	if _, err := lk.WriteProgress(ctx, lake.Progress{Topic: topic, NextOffset: 21, ArchivedThrough: h.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	acc, err := accountLake(ctx, lk, m)
+	acc, err := Check(ctx, lk, m)
 	if err != nil || !acc.Exact() || acc.Held != 21 || acc.ByTable[lake.RawDir] != 21 || acc.Archived != 2 {
 		t.Fatalf("before compaction: %+v, %v", acc, err)
 	}
 	if _, err := lk.Compact(ctx, topic, h); err != nil {
 		t.Fatal(err)
 	}
-	acc, err = accountLake(ctx, lk, m)
+	acc, err = Check(ctx, lk, m)
 	if err != nil || !acc.Exact() || acc.Held != 21 || acc.Below != 21 || acc.ByTable[lake.RawDir] != 20 || acc.ByTable[lake.DroppedDir] != 1 {
 		t.Fatalf("after compaction: %+v, %v", acc, err)
 	}
 	var b strings.Builder
-	acc.print(&b, topic)
+	acc.Print(&b, topic)
 	if !strings.Contains(b.String(), "raw 20, rejected 0, raw_dropped 1; held twice 0") {
 		t.Errorf("print: %s", b.String())
 	}
@@ -64,7 +64,7 @@ func TestAccountLake(t *testing.T) {
 	if _, err := lk.WriteRaw(ctx, topic, 0, 0, 9, rows[:10]); err != nil {
 		t.Fatal(err)
 	}
-	if acc, err = accountLake(ctx, lk, m); err != nil || acc.Exact() || acc.NTwice != 10 {
+	if acc, err = Check(ctx, lk, m); err != nil || acc.Exact() || acc.NTwice != 10 {
 		t.Fatalf("an input beside its output: %+v, %v", acc, err)
 	}
 	// Every raw file gone: the listed late record is missing (the
@@ -79,7 +79,7 @@ func TestAccountLake(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if acc, err = accountLake(ctx, lk, m); err != nil || acc.NMissing != 1 || acc.Missing[0] != "0/3" {
+	if acc, err = Check(ctx, lk, m); err != nil || acc.NMissing != 1 || acc.Missing[0] != "0/3" {
 		t.Fatalf("raw files gone: %+v, %v", acc, err)
 	}
 }

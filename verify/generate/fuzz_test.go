@@ -12,7 +12,7 @@ import (
 // and writing is then a fixed point: the second write equals the first.
 // Seeds are real manifests of the three scenarios.
 //
-//	go test ./internal/generate -run '^$' -fuzz '^FuzzReadManifest$' -fuzztime 60s
+//	go test ./verify/generate -run '^$' -fuzz '^FuzzReadManifest$' -fuzztime 60s
 func FuzzReadManifest(f *testing.F) {
 	for _, sc := range Scenarios {
 		o := Defaults(sc)
@@ -65,7 +65,7 @@ func FuzzReadManifest(f *testing.F) {
 // FuzzParseDelayDist: a distribution ParseDelayDist accepts renders
 // (String) as one it parses back to the same distribution.
 //
-//	go test ./internal/generate -run '^$' -fuzz '^FuzzParseDelayDist$' -fuzztime 60s
+//	go test ./verify/generate -run '^$' -fuzz '^FuzzParseDelayDist$' -fuzztime 60s
 func FuzzParseDelayDist(f *testing.F) {
 	for _, s := range []string{"exp:1m", "uniform:30s", "fixed:2m", "90s", "0", "fixed:0s", ":1m", "exp:-1s", "gauss:1m", "exp:1m:2m", "uniform:2562047h47m16.854775807s"} {
 		f.Add(s)

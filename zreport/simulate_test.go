@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 // TestSimulateGolden runs the fixture through Simulate with the default
 // policy (day six, 30 days, 24h retry) and compares with the golden output.
-// Regenerate with: go test ./internal/zreport -run TestSimulateGolden -update
+// Regenerate with: go test ./zreport -run TestSimulateGolden -update
 func TestSimulateGolden(t *testing.T) {
 	parts, err := os.Open(filepath.Join("testdata", "simulate_parts.jsonl"))
 	if err != nil {

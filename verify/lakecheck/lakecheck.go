@@ -1,4 +1,4 @@
-package workers
+package lakecheck
 
 import (
 	"context"
@@ -7,17 +7,17 @@ import (
 	"io"
 	"slices"
 
-	"reckon/internal/generate"
 	"reckon/lake"
+	"reckon/verify/generate"
 )
 
-// errLakeNotAccounted makes `reckon verify --lake` exit non-zero.
-var errLakeNotAccounted = errors.New("lake: not every archived offset is held exactly once in raw, rejected or raw_dropped")
+// ErrNotAccounted makes `reckon verify --lake` exit non-zero.
+var ErrNotAccounted = errors.New("lake: not every archived offset is held exactly once in raw, rejected or raw_dropped")
 
-// lakeAccount is where the lake holds a topic's offsets
+// Account is where the lake holds a topic's offsets
 // (docs/adr/0018-continuous-compaction.md): every offset the archive has
 // reached is in exactly one of raw, rejected and raw_dropped.
-type lakeAccount struct {
+type Account struct {
 	// Held counts the distinct offsets the lake holds, ByTable the
 	// tables holding them, Below the offsets below the archive progress
 	// (Held equals it unless the topic has offsets without a record:
@@ -36,14 +36,14 @@ type lakeAccount struct {
 }
 
 // Exact reports whether every archived record is held exactly once.
-func (a lakeAccount) Exact() bool { return a.NMissing == 0 && a.NTwice == 0 }
+func (a Account) Exact() bool { return a.NMissing == 0 && a.NTwice == 0 }
 
-// accountLake checks the manifest's records of its topic against the lake.
+// Check checks the manifest's records of its topic against the lake.
 // A record held twice is one an unfinished compaction (or overlapping
 // archive batches) left beside its copy; the next compaction of its hour
 // repairs it.
-func accountLake(ctx context.Context, lk *lake.Lake, m *generate.Manifest) (lakeAccount, error) {
-	acc := lakeAccount{ByTable: map[string]int64{}}
+func Check(ctx context.Context, lk *lake.Lake, m *generate.Manifest) (Account, error) {
+	acc := Account{ByTable: map[string]int64{}}
 	prog, err := lk.TopicProgress(ctx, m.Topic)
 	if err != nil {
 		return acc, err
@@ -95,7 +95,7 @@ func accountLake(ctx context.Context, lk *lake.Lake, m *generate.Manifest) (lake
 	return acc, nil
 }
 
-func (a lakeAccount) print(w io.Writer, topic string) {
+func (a Account) Print(w io.Writer, topic string) {
 	fmt.Fprintf(w, "lake %s: %d offsets held (%d below the archive progress): raw %d, rejected %d, raw_dropped %d; held twice %d; listed records archived %d (%d not yet), missing %d\n",
 		topic, a.Held, a.Below, a.ByTable[lake.RawDir], a.ByTable[lake.RejectedDir], a.ByTable[lake.DroppedDir], a.NTwice, a.Archived, a.Pending, a.NMissing)
 	if len(a.Missing) > 0 {

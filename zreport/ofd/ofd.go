@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"time"
 
-	"reckon/internal/zreport"
+	"reckon/zreport"
 )
 
 // Document is the operator's Z-report for one business key, as the API

@@ -21,8 +21,8 @@ import (
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/topics"
-	"reckon/internal/zreport"
 	"reckon/workflows"
+	"reckon/zreport"
 )
 
 // fakeTemporal is a Temporal client that only accepts signal-with-start

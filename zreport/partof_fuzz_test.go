@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"reckon/internal/event"
-	"reckon/internal/zreport"
+	"reckon/zreport"
 )
 
 // FuzzPartOf feeds the Z-report bridge's decoder: a Kafka record value
@@ -17,7 +17,7 @@ import (
 // returns is valid, its key round-trips through ParseKey, it applies to a
 // fresh entity and survives a JSON round trip.
 //
-//	go test ./internal/zreport -run '^$' -fuzz '^FuzzPartOf$' -fuzztime 60s
+//	go test ./zreport -run '^$' -fuzz '^FuzzPartOf$' -fuzztime 60s
 func FuzzPartOf(f *testing.F) {
 	for _, s := range []string{
 		`{"event_id":"00000000-0000-4000-8000-000000000001","event_type":"zreport.ofd.received","occurred_at":"2026-01-01T23:00:00Z","data":{"fiscal_drive":"9960440300123456","shift":142,"receipts":5,"total":50.5,"shift_closed_at":"2026-01-01T23:00:00Z"}}`,

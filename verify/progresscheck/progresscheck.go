@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -244,24 +243,4 @@ func stamp(t time.Time) string {
 		return "(none)"
 	}
 	return t.UTC().Format("15:04:05.000")
-}
-
-// Check reads what is committed and fails t for every violation; it
-// returns what it read for the test's own assertions.
-func Check(t testing.TB, ctx context.Context, cfg *config.Config) *Committed {
-	t.Helper()
-	c, err := Read(ctx, cfg)
-	if err != nil {
-		t.Fatalf("progresscheck: %v", err)
-	}
-	v := c.Violations(cfg)
-	for i, l := range v {
-		if i == 20 {
-			t.Errorf("progresscheck: … %d more", len(v)-i)
-			break
-		}
-		t.Errorf("progresscheck: %s", l)
-	}
-	t.Logf("progresscheck: %d progress records, %d panes checked, %d violations", len(c.Progress), len(c.Panes), len(v))
-	return c
 }

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"reckon/internal/zreport"
-	"reckon/internal/zreport/ofd"
+	"reckon/zreport"
+	"reckon/zreport/ofd"
 )
 
 var key = zreport.Key{FiscalDrive: "9960440300000003", Shift: 9}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"reckon/internal/generate"
-	"reckon/internal/zreport"
+	"reckon/verify/generate"
+	"reckon/zreport"
 )
 
 // fiscalManifest is the manifest of a small fiscal run.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"reckon/internal/event"
-	"reckon/internal/generate"
+	"reckon/verify/generate"
 )
 
 func ptr[T any](v T) *T { return &v }

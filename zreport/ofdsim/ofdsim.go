@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"reckon/internal/zreport"
-	"reckon/internal/zreport/ofd"
+	"reckon/zreport"
+	"reckon/zreport/ofd"
 )
 
 // Documents looks documents up; ok is false when the operator has none.

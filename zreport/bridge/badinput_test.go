@@ -14,8 +14,8 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/testing/badinput"
-	"reckon/internal/zreport"
 	"reckon/workflows"
+	"reckon/zreport"
 )
 
 // TestBadInputThroughBridge pushes the whole bad-input corpus

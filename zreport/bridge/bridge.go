@@ -19,8 +19,8 @@ import (
 
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/zreport"
 	"reckon/workflows"
+	"reckon/zreport"
 )
 
 // Linger bounds.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"reckon/internal/event"
-	"reckon/internal/generate"
+	"reckon/verify/generate"
 )
 
 // Outputs is what the system published for one stream, as read back. It

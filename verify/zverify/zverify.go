@@ -27,10 +27,10 @@ import (
 	"reckon/activities"
 	"reckon/internal/config"
 	"reckon/internal/event"
-	"reckon/internal/generate"
 	"reckon/internal/kafkaconn"
-	"reckon/internal/zreport"
 	"reckon/lake"
+	"reckon/verify/generate"
+	"reckon/zreport"
 )
 
 // Final is a key's latest final version.

@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reckon/internal/zreport/ofd"
+	"reckon/zreport/ofd"
 	"strconv"
 	"testing"
 )
@@ -20,7 +20,7 @@ import (
 // serves for its key over HTTP, and loads back unchanged when written as a
 // bare document line.
 //
-//	go test ./internal/zreport/ofdsim -run '^$' -fuzz '^FuzzLoadJSONL$' -fuzztime 60s
+//	go test ./zreport/ofdsim -run '^$' -fuzz '^FuzzLoadJSONL$' -fuzztime 60s
 func FuzzLoadJSONL(f *testing.F) {
 	for _, name := range []string{"simulate_ofd.jsonl", "simulate_parts.jsonl"} {
 		b, err := os.ReadFile(filepath.Join("..", "testdata", name))
@@ -92,7 +92,7 @@ func FuzzLoadJSONL(f *testing.F) {
 // (400, or the mux's answer to a path it cleans) and leaves nothing behind, or answered 204, after which GET
 // serves a valid document for exactly the key of the path.
 //
-//	go test ./internal/zreport/ofdsim -run '^$' -fuzz '^FuzzPut$' -fuzztime 60s
+//	go test ./zreport/ofdsim -run '^$' -fuzz '^FuzzPut$' -fuzztime 60s
 func FuzzPut(f *testing.F) {
 	f.Add("9960440300000003", "9", []byte(`{"receipts":10,"total":1000,"shift_closed_at":"2026-01-01T23:00:00Z"}`))
 	f.Add("9960440300000003", "+9", []byte(`{"fiscal_drive":"0000000000000000","shift":1,"receipts":10,"total":1e400,"shift_closed_at":"2026-01-01T23:00:00Z"}`))

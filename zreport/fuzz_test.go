@@ -35,7 +35,7 @@ func addLines(f *testing.F, files ...string) {
 // (the simulator relies on that: "validated by ParseLine; cannot happen"),
 // applying it again is a duplicate, and it survives a JSON round trip.
 //
-//	go test ./internal/zreport -run '^$' -fuzz '^FuzzParseLine$' -fuzztime 60s
+//	go test ./zreport -run '^$' -fuzz '^FuzzParseLine$' -fuzztime 60s
 func FuzzParseLine(f *testing.F) {
 	addLines(f, "simulate_parts.jsonl", "simulate_ofd.jsonl")
 	f.Add([]byte(`{"event_id":"x","event_type":"zreport.dwh.computed","occurred_at":"2026-01-01T23:00:00+03:00","data":{"fiscal_drive":"9960440300000001","shift":1,"receipts":0,"total":0,"shift_closed_at":"2026-01-01T23:00:00.5-01:00"},"arrived_at":"2026-01-02T00:00:00Z"}`))
@@ -91,7 +91,7 @@ var keyForm = regexp.MustCompile(`^[0-9]{16}/[1-9][0-9]{0,9}$`)
 // FuzzParseKey: a key ParseKey accepts is valid, renders in the one safe
 // form, and parses back to itself.
 //
-//	go test ./internal/zreport -run '^$' -fuzz '^FuzzParseKey$' -fuzztime 60s
+//	go test ./zreport -run '^$' -fuzz '^FuzzParseKey$' -fuzztime 60s
 func FuzzParseKey(f *testing.F) {
 	for _, s := range []string{"9960440300000001/142", "zreport/9960440300000001/7", "9960440300000001/+07", "../../etc/passwd/1",
 		"9960440300000001/0", "9960440300000001/1000000001", "996044030000000١/1", "zreport/zreport/9960440300000001/1", "9960440300000001/1/2"} {
@@ -123,7 +123,7 @@ func FuzzParseKey(f *testing.F) {
 // totals, every input part line is counted once (valid or invalid), every
 // key ends final, and the run is deterministic.
 //
-//	go test ./internal/zreport -run '^$' -fuzz '^FuzzSimulate$' -fuzztime 60s
+//	go test ./zreport -run '^$' -fuzz '^FuzzSimulate$' -fuzztime 60s
 func FuzzSimulate(f *testing.F) {
 	parts, err := os.ReadFile(filepath.Join("testdata", "simulate_parts.jsonl"))
 	if err != nil {
