@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/testenv"
+	"reckon/internal/testing/testlog"
 	"reckon/internal/testing/verifytest"
 	"reckon/internal/topics"
 	"reckon/streaming/operator"
@@ -61,14 +61,14 @@ func raceConfig(t *testing.T, sets ...string) *config.Config {
 type raceWorker struct {
 	cancel context.CancelFunc
 	done   chan error
-	log    *logBuffer
+	log    *testlog.Buffer
 }
 
 // startRaceWorker runs a new stream worker (a new instance of the same
 // transactional id and group) until stop or the test's end.
 func startRaceWorker(t *testing.T, cfg *config.Config) *raceWorker {
 	t.Helper()
-	lb := &logBuffer{}
+	lb := &testlog.Buffer{}
 	w, err := New(cfg, slog.New(slog.NewTextHandler(lb, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -91,24 +91,6 @@ func (rw *raceWorker) stop(t *testing.T) {
 	if err := <-rw.done; err != nil {
 		t.Errorf("stream worker: %v", err)
 	}
-}
-
-// logBuffer collects a worker's log lines.
-type logBuffer struct {
-	mu sync.Mutex // protects b
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // produceTo produces payments to one raw partition (record timestamps:
@@ -334,7 +316,7 @@ func TestStreamRestartDoesNotIdleAheadOfWaitingRecords(t *testing.T) {
 // partition p, read up to the topic's last stable offset.
 func latestProgress(t *testing.T, ctx context.Context, cfg *config.Config, st config.Stream, p int32) func() event.StreamProgress {
 	t.Helper()
-	view, err := progress.NewView(cfg, slog.New(slog.NewTextHandler(&logBuffer{}, nil)))
+	view, err := progress.NewView(cfg, slog.New(slog.NewTextHandler(&testlog.Buffer{}, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

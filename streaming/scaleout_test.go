@@ -24,6 +24,7 @@ import (
 
 	"reckon/internal/config"
 	"reckon/internal/kafkaconn"
+	"reckon/internal/testing/testlog"
 	"reckon/verify/generate"
 )
 
@@ -197,37 +198,19 @@ func withInstance(cfg *config.Config, name string) *config.Config {
 	return &c
 }
 
-// logBuf collects a worker's log lines; safe for concurrent use.
-type logBuf struct {
-	mu sync.Mutex // protects b
-	b  strings.Builder
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // inProcess is a worker running in the test process; stop ends its
 // context: a graceful stop.
 type inProcess struct {
 	cancel context.CancelFunc
 	done   chan error
-	log    *logBuf
+	log    *testlog.Buffer
 	once   sync.Once
 	t      *testing.T
 }
 
 func startWorker(t *testing.T, cfg *config.Config) *inProcess {
 	t.Helper()
-	p := &inProcess{done: make(chan error, 1), log: &logBuf{}, t: t}
+	p := &inProcess{done: make(chan error, 1), log: &testlog.Buffer{}, t: t}
 	w, err := New(cfg, slog.New(slog.NewTextHandler(p.log, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +236,7 @@ func (p *inProcess) logs() string { return p.log.String() }
 // child is a worker process (TestMain's child mode); stop SIGKILLs it.
 type child struct {
 	cmd  *exec.Cmd
-	log  *logBuf
+	log  *testlog.Buffer
 	once sync.Once
 }
 
@@ -274,7 +257,7 @@ func startChild(t *testing.T, cfg *config.Config, instance string) *child {
 		"RECKON_STREAM_WORKER_SESSION_TIMEOUT="+cfg.Stream.SessionTimeout.String(),
 		"RECKON_STREAM_WORKER_TRANSACTION_TIMEOUT="+cfg.Stream.TransactionTimeout.String(),
 		"RECKON_STREAM_WORKER_CHECKPOINT_RECORDS="+strconv.FormatInt(cfg.Stream.CheckpointRecords, 10))
-	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$"), log: &logBuf{}}
+	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$"), log: &testlog.Buffer{}}
 	c.cmd.Env = env
 	c.cmd.Stderr = c.log
 	if err := c.cmd.Start(); err != nil {
