@@ -14,7 +14,7 @@ import (
 // through the Flight SQL client: the documentation cannot drift from the
 // views.
 func TestDocExamples(t *testing.T) {
-	b, err := os.ReadFile("../../docs/lake.md")
+	b, err := os.ReadFile("../docs/lake.md")
 	if err != nil {
 		t.Fatal(err)
 	}
