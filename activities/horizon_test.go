@@ -32,7 +32,11 @@ func TestCheckHorizon(t *testing.T) {
 	f := newTruthFixture(t)
 	st, _ := f.cfg.StreamByName("payments")
 	end := t0.Add(15 * time.Minute)
-	view, err := progress.NewView(f.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	kopts, err := kafkaconn.Options(f.cfg.Kafka, "stream-progress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := progress.NewView(progress.Options{Topic: f.cfg.Topics.StreamProgress, Kafka: kopts}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -316,7 +316,11 @@ func TestStreamRestartDoesNotIdleAheadOfWaitingRecords(t *testing.T) {
 // partition p, read up to the topic's last stable offset.
 func latestProgress(t *testing.T, ctx context.Context, cfg *config.Config, st config.Stream, p int32) func() event.StreamProgress {
 	t.Helper()
-	view, err := progress.NewView(cfg, slog.New(slog.NewTextHandler(&testlog.Buffer{}, nil)))
+	kopts, err := kafkaconn.Options(cfg.Kafka, "stream-progress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := progress.NewView(progress.Options{Topic: cfg.Topics.StreamProgress, Kafka: kopts}, slog.New(slog.NewTextHandler(&testlog.Buffer{}, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

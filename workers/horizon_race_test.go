@@ -113,7 +113,7 @@ func raceStack(t *testing.T, ctx context.Context, tweak func(*config.Config)) (*
 			tweak(c)
 		}
 	}})
-	view, err := progress.NewView(st.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	view, err := newProgressView(st.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, log *sl
 	if err != nil {
 		return nil, err
 	}
-	pv, err := progress.NewView(cfg, log)
+	pv, err := newProgressView(cfg, log)
 	if err != nil {
 		kc.Close()
 		return nil, err
@@ -139,4 +139,14 @@ func startTruth(ctx context.Context, cfg *config.Config, c client.Client, log *s
 func reconcileParams(cfg *config.Config) workflows.ReconcileParams {
 	b := cfg.Batch
 	return workflows.ReconcileParams{Timezone: b.Timezone, DaysBack: b.DaysBack, HorizonWait: b.HorizonWait, HorizonPoll: b.HorizonPoll}
+}
+
+// newProgressView follows the stream's progress topic with the config's
+// Kafka settings (the horizon's evidence, docs/adr/0015).
+func newProgressView(cfg *config.Config, log *slog.Logger) (*progress.View, error) {
+	opts, err := kafkaconn.Options(cfg.Kafka, "stream-progress")
+	if err != nil {
+		return nil, err
+	}
+	return progress.NewView(progress.Options{Topic: cfg.Topics.StreamProgress, Kafka: opts}, log)
 }

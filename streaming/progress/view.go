@@ -7,15 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"reckon/internal/config"
 	"reckon/internal/event"
-	"reckon/internal/kafkaconn"
 )
 
 // View follows the stream's progress topic and keeps the latest
@@ -39,15 +38,37 @@ type View struct {
 	done chan struct{}
 }
 
-// NewView starts following cfg's progress topic from its start.
+// Options configure a View. The wiring maps the config onto them
+// (workers: topics.stream_progress and the kafka section).
+type Options struct {
+	// Topic is the stream's compacted progress topic. Required.
+	Topic string
+	// Kafka are the client options that reach the brokers (seeds, TLS,
+	// SASL: kafkaconn.Options). Required; the View adds its own consume
+	// options.
+	Kafka []kgo.Opt
+}
+
+// Validate reports every problem with o at once.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Topic == "" {
+		errs = append(errs, errors.New("progress: Options.Topic is empty"))
+	}
+	if len(o.Kafka) == 0 {
+		errs = append(errs, errors.New("progress: Options.Kafka is empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// NewView starts following the progress topic from its start.
 // Close stops it.
-func NewView(cfg *config.Config, log *slog.Logger) (*View, error) {
-	opts, err := kafkaconn.Options(cfg.Kafka, "stream-progress")
-	if err != nil {
+func NewView(o Options, log *slog.Logger) (*View, error) {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	topic := cfg.Topics.StreamProgress
-	cl, err := kgo.NewClient(append(opts,
+	topic := o.Topic
+	cl, err := kgo.NewClient(append(slices.Clip(o.Kafka),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
