@@ -48,6 +48,10 @@ type RecomputeInput struct {
 	// DryRun computes and reports but publishes and writes nothing.
 	DryRun  bool
 	Trigger string
+	// HorizonPassedAt, when set, is when the stream's progress passed the
+	// range (HorizonResult.PassedAt of a wait that saw it pass): the start
+	// of the time to final (metric reckon_batch_time_to_final_seconds).
+	HorizonPassedAt time.Time `json:",omitzero"`
 }
 
 // WindowChange is one correction (published, or that a dry run would publish).
