@@ -61,7 +61,8 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 	noKafka := fs.Bool("no-kafka", false, "do not produce to Kafka")
 	start := fs.String("start", "now", "event time of the first event, RFC 3339, or now")
 	keys := fs.Int("keys", 0, "key cardinality: devices (≤ 99), users or fiscal drives (default 20, 50, 20)")
-	keyPrefix := fs.String("key-prefix", "", "put before every device or user id, so runs side by side touch disjoint keys")
+	keyPrefix := fs.String("key-prefix", "",
+		"put before every device or user id, so runs side by side touch disjoint keys")
 	pace := fs.String("pace", "auto", "auto | on | off: send each record at its simulated arrival on the wall clock; auto = on with --start now when producing to Kafka or running forever. A paced finite run lasts until its latest arrival (window + allowed lateness + delay tail; fiscal: the OFD delay)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the brokers to answer")
 	late := fs.Float64("late-fraction", def.LateFraction, "share of valid stream events that arrive after their window fired")
