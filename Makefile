@@ -45,8 +45,8 @@ tree-check:
 
 test: build temporal vet tree-check
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_REQUIRE_COMPOSE=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	@echo "== end to end: stream + batch truth on the dev server (make e2e)"
-	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestTruthEndToEnd$$' -count=1 -timeout 10m -args -e2e
+	@echo "== end to end: stream + batch truth on the dev server (make e2e), and windows final under steady traffic"
+	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^(TestTruthEndToEnd|TestFinalUnderSteadyTraffic)$$' -count=1 -timeout 15m -args -e2e
 	@echo "== end to end: 1,000 shifts of Z-report parts through the bridge and entity workflows"
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestZReportGeneratorShifts$$' -count=1 -timeout 10m -args -zreport-shifts 1000
 	@echo "== SQL endpoint: Flight SQL clients, views, lock-down (sqlserve, CGO, -tags duckdb_arrow)"

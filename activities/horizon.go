@@ -86,10 +86,18 @@ type HorizonResult struct {
 	Causes []string `json:",omitempty"`
 	// Targets: the input's and those captured by this check, by partition.
 	Targets []HorizonTarget `json:",omitempty"`
-	// PassedAt is when the last partition's stream progress had passed To
-	// (the latest PublishedAt of the targets; zero for SoFar and targeted
-	// checks): where the time to final starts.
+	// PassedAt is the latest PublishedAt of the targets (zero for targeted
+	// checks): when the last partition's stream progress had passed To —
+	// where the time to final starts — if the stream passed it while this
+	// range was being checked (StreamWaited, or an earlier check of the
+	// workflow waited for the stream); else only when a check first saw it.
 	PassedAt time.Time `json:",omitzero"`
+	// StreamWaited: a long poll (WaitUpTo) saw the stream behind the range
+	// before answering Ready, so PassedAt is when the stream passed it.
+	StreamWaited bool `json:",omitempty"`
+	// PickedAt is when a SoFar check picked To: the windows after To had
+	// not all been purged then.
+	PickedAt time.Time `json:",omitzero"`
 }
 
 // Causes of a horizon wait (HorizonResult.Causes).
@@ -158,11 +166,19 @@ func (a *BatchTruth) CheckHorizon(ctx context.Context, in HorizonInput) (Horizon
 		}
 	}
 	deadline := time.Now().Add(in.WaitUpTo)
+	behind := false
+	var picked time.Time
 	for {
 		res, err := a.checkHorizon(ctx, st, in)
+		res.StreamWaited = behind && res.Ready
+		if res.PickedAt.IsZero() {
+			res.PickedAt = picked
+		}
+		picked = res.PickedAt
 		if err != nil || res.Ready || !time.Now().Add(horizonPollEvery).Before(deadline) {
 			return res, err
 		}
+		behind = behind || slices.ContainsFunc(res.Causes, func(c string) bool { return c != HorizonArchive })
 		in = in.next(res)
 		activity.RecordHeartbeat(ctx, in)
 		select {
@@ -299,11 +315,12 @@ func (a *BatchTruth) checkHorizon(ctx context.Context, st config.Stream, in Hori
 		return cmp.Compare(x.Partition, y.Partition)
 	})
 	h.res.Ready = h.res.Waiting == "" && !h.res.To.IsZero()
-	if !in.SoFar {
-		for _, t := range h.res.Targets {
-			if t.PublishedAt.After(h.res.PassedAt) {
-				h.res.PassedAt = t.PublishedAt
-			}
+	if in.SoFar && len(h.res.Targets) > 0 {
+		h.res.PickedAt = h.now
+	}
+	for _, t := range h.res.Targets {
+		if t.PublishedAt.After(h.res.PassedAt) {
+			h.res.PassedAt = t.PublishedAt
 		}
 	}
 	return h.res, nil
@@ -334,10 +351,12 @@ func (h *horizonCheck) pickSoFar(parts []int32, progs map[int32]event.StreamProg
 		h.res.To = time.Time{}
 		return
 	}
-	end := time.Unix(0, floorNanos(low.UnixNano(), int64(h.st.Window))).UTC()
-	if end.After(h.in.To) {
-		end = h.in.To
+	// A window end, at most To (which need not be one: the finalizer's
+	// steps end at the first window end past an hour).
+	if low.After(h.in.To) {
+		low = h.in.To
 	}
+	end := time.Unix(0, floorNanos(low.UnixNano(), int64(h.st.Window))).UTC()
 	if !end.After(h.in.From) {
 		h.wait(HorizonWatermark, fmt.Sprintf("%s: no window from %s on is final yet (the stream has purged through %s)",
 			h.st.Topic, fmtTime(h.in.From), fmtTime(low)))

@@ -54,7 +54,7 @@ func NewMetrics(r *metrics.Registry, stale time.Duration) *Metrics {
 	m := &Metrics{
 		horizonChecks:  r.Counter("reckon_batch_horizon_checks_total", "Horizon checks of recomputes, by result (final: the windows may be recomputed; waiting).", "stream", "result"),
 		horizonWaiting: r.Gauge("reckon_batch_horizon_waiting", "Recomputes whose latest horizon check waits, by cause (no_progress, no_watermark, watermark_behind, archive_behind); one waiting for two causes counts under both.", "stream", "cause"),
-		recomputes:     r.Counter("reckon_batch_recomputes_total", "Recomputes finished, by trigger (reconcile, replay, correction, manual) and dry run.", "stream", "trigger", "dry_run"),
+		recomputes:     r.Counter("reckon_batch_recomputes_total", "Recomputes finished, by trigger (reconcile, replay, correction, manual, finalize) and dry run.", "stream", "trigger", "dry_run"),
 		checked:        r.Counter("reckon_batch_windows_checked_total", "Windows compared with the truth by recomputes that publish (not dry runs), by trigger.", "stream", "trigger"),
 		corrections:    r.Counter("reckon_batch_corrections_total", "Correction panes published, by trigger.", "stream", "trigger"),
 		reasons:        r.Counter("reckon_batch_correction_reasons_total", "Why published corrections differed from the stream (beyond_lateness, duplicates, missing, retracted, other); a correction with two reasons counts under both.", "stream", "trigger", "reason"),

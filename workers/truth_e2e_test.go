@@ -361,6 +361,10 @@ func newTruthStack(tb testing.TB, ctx context.Context, o stackOptions) *truthSta
 		"lake.root=" + lakeDir(tb), "metrics.addr=", "stream_worker.instance=e2e", "stream_worker.commit_interval=50ms",
 		"batch.horizon_poll=1s", "batch.correct_debounce=1s", "batch.correct_max_delay=3s",
 		"batch.late_wait=1s", "batch.pane_archive_idle=500ms",
+		// The finalizer off: these tests see what the reconciliation,
+		// replay and targeted corrections correct (TestFinalUnderSteadyTraffic
+		// runs it).
+		"batch.finalize_every=-1s",
 		// A dedup memory shorter than the redelivery delay (2s): the stream
 		// counts some redeliveries twice. Those windows never reach the
 		// late topic; only the reconciliation finds them (duplicates).

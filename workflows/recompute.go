@@ -218,7 +218,7 @@ func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams,
 			return time.Time{}, time.Time{}, err
 		}
 		if h.Ready {
-			if waitedForStream {
+			if waitedForStream || h.StreamWaited {
 				passedAt = h.PassedAt
 			}
 			if hin.SoFar && !h.To.IsZero() {
