@@ -44,7 +44,7 @@ tree-check:
 	if [ -n "$$big" ]; then echo "tree-check: files over 1 MB in git: $$big"; exit 1; fi
 
 test: build temporal vet tree-check
-	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_REQUIRE_COMPOSE=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_REQUIRE_COMPOSE=1 RECKON_TEST_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@echo "== end to end: stream + batch truth on the dev server (make e2e), and windows final under steady traffic"
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^(TestTruthEndToEnd|TestFinalUnderSteadyTraffic)$$' -count=1 -timeout 15m -args -e2e
 	@echo "== end to end: 1,000 shifts of Z-report parts through the bridge and entity workflows"

@@ -20,6 +20,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"reckon/activities"
+	"reckon/internal/testing/promtool"
 )
 
 // TestBatchMetricsEndToEnd: `reckon batch` serves its figures on /metrics
@@ -129,6 +130,11 @@ func TestBatchMetricsEndToEnd(t *testing.T) {
 		t.Errorf("no corrections series of the reconciliation")
 	}
 	t.Logf("batch figures at the end: %s", seriesOf(m, "reckon_batch_"))
+	if promtool.Found() { // the real scrape, not only TestMetricsPassPromtool's populated registry
+		if out, err := promtool.CheckMetrics(t, scrapeText(t, ctx, url)); err != nil {
+			t.Errorf("the batch worker's /metrics: %v\n%s", err, out)
+		}
+	}
 }
 
 // batchProcess runs `reckon batch` in process with st's configuration (a

@@ -26,10 +26,13 @@ type verdict struct {
 }
 
 // runValidate checks JSONL envelopes from stdin against the quality gate
-// and prints one verdict per non-empty line. It exits 0 whatever the
-// verdicts; only I/O errors fail it.
+// and prints one verdict per non-empty line. It exits 1 when any line is
+// invalid (after every verdict, with a count on stderr), so a script or a
+// CI step can gate on it; --allow-invalid exits 0 whatever the verdicts,
+// as before. I/O errors fail it either way.
 func runValidate(ctx context.Context, cx *cmdContext) error {
 	nowFlag := cx.fs.String("now", "", "arrival time for the future-skew and past-age checks, RFC 3339 (default: the current time)")
+	allowInvalid := cx.fs.Bool("allow-invalid", false, "exit 0 even when lines are invalid (default: exit 1 if any is)")
 	if err := cx.parse(); err != nil {
 		return err
 	}
@@ -52,32 +55,42 @@ func runValidate(ctx context.Context, cx *cmdContext) error {
 	if maxBytes <= 0 {
 		maxBytes = event.DefaultMaxPayloadBytes
 	}
-	return validateLines(ctx, g, cx.stdin, cx.stdout, maxBytes, now)
+	invalid, lines, err := validateLines(ctx, g, cx.stdin, cx.stdout, maxBytes, now)
+	if err != nil || invalid == 0 || *allowInvalid {
+		return err
+	}
+	return fmt.Errorf("%d of %d lines invalid (--allow-invalid exits 0)", invalid, lines)
 }
 
-// validateLines is the loop of runValidate.
-func validateLines(ctx context.Context, g *event.Gate, in io.Reader, out io.Writer, maxBytes int, now func() time.Time) error {
+// validateLines is the loop of runValidate: it returns how many lines were
+// judged and how many of them were invalid.
+func validateLines(ctx context.Context, g *event.Gate, in io.Reader, out io.Writer, maxBytes int, now func() time.Time) (invalid, lines int, err error) {
 	r := bufio.NewReaderSize(in, 64<<10)
 	w := bufio.NewWriter(out)
 	limit := maxBytes + validateSlack
 	var line []byte
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
-			return err
+			return invalid, lines, err
 		}
 		var size int
 		var err error
 		line, size, err = readLine(r, line[:0], limit)
 		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("validate: reading stdin: %w", err)
+			return invalid, lines, fmt.Errorf("validate: reading stdin: %w", err)
 		}
 		eof := err != nil
 		if size == len(line) && size > 0 && line[size-1] == '\r' {
 			line, size = line[:size-1], size-1
 		}
 		if size > 0 {
-			if err := writeVerdict(w, validateLine(g, n, line, size, maxBytes, now)); err != nil {
-				return err
+			v := validateLine(g, n, line, size, maxBytes, now)
+			lines++
+			if !v.Valid {
+				invalid++
+			}
+			if err := writeVerdict(w, v); err != nil {
+				return invalid, lines, err
 			}
 		}
 		if eof {
@@ -85,9 +98,9 @@ func validateLines(ctx context.Context, g *event.Gate, in io.Reader, out io.Writ
 		}
 	}
 	if err := w.Flush(); err != nil {
-		return fmt.Errorf("validate: %w", err)
+		return invalid, lines, fmt.Errorf("validate: %w", err)
 	}
-	return nil
+	return invalid, lines, nil
 }
 
 // validateLine judges line n; size > len(line) means it was too long to keep.

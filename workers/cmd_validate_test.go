@@ -24,16 +24,34 @@ const validateSeed = `{"event_id":"a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d","event_
 // validateNow is one minute after the example's occurred_at.
 const validateNow = "2026-11-07T08:31:00Z"
 
-// validateMain runs `reckon validate` through Main and decodes its verdicts.
+// validateMain runs `reckon validate` through Main and decodes its
+// verdicts; it fails the test unless the exit code and stderr agree with
+// them (0 when every line is valid, 1 and a count otherwise).
 func validateMain(t *testing.T, stdin string, args ...string) []verdict {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := Main(context.Background(), append([]string{"validate"}, args...), strings.NewReader(stdin), &out, &errb, nil)
-	if code != 0 {
-		t.Fatalf("exit %d, stderr: %s", code, errb.String())
+	vs := decodeVerdicts(t, out.String())
+	invalid := 0
+	for _, v := range vs {
+		if !v.Valid {
+			invalid++
+		}
 	}
+	switch want := fmt.Sprintf("reckon validate: %d of %d lines invalid (--allow-invalid exits 0)\n", invalid, len(vs)); {
+	case invalid == 0 && (code != 0 || errb.Len() > 0):
+		t.Fatalf("every line valid: exit %d, stderr: %s", code, errb.String())
+	case invalid > 0 && (code != 1 || errb.String() != want):
+		t.Fatalf("%d invalid lines: exit %d, stderr %q, want exit 1 and %q", invalid, code, errb.String(), want)
+	}
+	return vs
+}
+
+// decodeVerdicts decodes validate's output, checking every line's shape.
+func decodeVerdicts(t *testing.T, out string) []verdict {
+	t.Helper()
 	var vs []verdict
-	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+	for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
 		if l == "" {
 			continue
 		}
@@ -210,13 +228,56 @@ func TestValidateUsageAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
-	err = validateLines(context.Background(), g, iotest.ErrReader(boom), &out, 1<<20, time.Now)
+	_, _, err = validateLines(context.Background(), g, iotest.ErrReader(boom), &out, 1<<20, time.Now)
 	if !errors.Is(err, boom) {
 		t.Errorf("read error: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := validateLines(ctx, g, strings.NewReader(validateSeed), &out, 1<<20, time.Now); !errors.Is(err, context.Canceled) {
+	if _, _, err := validateLines(ctx, g, strings.NewReader(validateSeed), &out, 1<<20, time.Now); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled: %v", err)
+	}
+}
+
+// TestValidateExitCode: `reckon validate` gates a script: exit 0 when every
+// line is valid, 1 when any is (every verdict still printed, a count on
+// stderr), and --allow-invalid keeps exit 0 with the same verdicts.
+func TestValidateExitCode(t *testing.T) {
+	bad := seedWith(t, `24.5`, `75`)
+	run := func(stdin string, args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		args = append([]string{"validate", "--now", validateNow}, args...)
+		code := Main(context.Background(), args, strings.NewReader(stdin), &out, &errb, nil)
+		return code, out.String(), errb.String()
+	}
+	for _, c := range []struct {
+		name, in string
+		args     []string
+		code     int
+		stderr   string
+	}{
+		{"all valid", validateSeed + "\n" + validateSeed + "\n", nil, 0, ""},
+		{"empty input", "", nil, 0, ""},
+		{"one invalid of three", validateSeed + "\n" + bad + "\n" + validateSeed + "\n", nil, 1,
+			"reckon validate: 1 of 3 lines invalid (--allow-invalid exits 0)\n"},
+		{"only invalid", "not json\n" + bad + "\n", nil, 1,
+			"reckon validate: 2 of 2 lines invalid (--allow-invalid exits 0)\n"},
+		{"allowed", validateSeed + "\n" + bad + "\n", []string{"--allow-invalid"}, 0, ""},
+		{"allowed, all valid", validateSeed + "\n", []string{"--allow-invalid"}, 0, ""},
+	} {
+		code, out, stderr := run(c.in, c.args...)
+		if code != c.code || stderr != c.stderr {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d, stderr %q", c.name, code, stderr, c.code, c.stderr)
+		}
+		if n := len(decodeVerdicts(t, out)); n != strings.Count(c.in, "\n") {
+			t.Errorf("%s: %d verdicts for %d lines", c.name, n, strings.Count(c.in, "\n"))
+		}
+	}
+	// The flag changes the exit code only, not what is printed.
+	in := validateSeed + "\n" + bad + "\n"
+	_, strict, _ := run(in)
+	_, allowed, _ := run(in, "--allow-invalid")
+	if strict != allowed {
+		t.Errorf("--allow-invalid changed the verdicts:\n%s\nvs\n%s", strict, allowed)
 	}
 }

@@ -66,6 +66,32 @@ func (r *Registry) collect(ctx context.Context) {
 	}
 }
 
+// Family describes one registered metric family.
+type Family struct {
+	Name string
+	// Type is "counter", "gauge" or "histogram", as in the text format.
+	Type   string
+	Labels []string
+}
+
+// Families returns the registered families, sorted by name: what a scrape
+// can show, whether or not a family has series yet.
+func (r *Registry) Families() []Family {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fs := make([]Family, 0, len(r.fams))
+	for _, f := range r.fams {
+		switch f := f.(type) {
+		case *Vec:
+			fs = append(fs, Family{Name: f.name, Type: f.kind, Labels: slices.Clone(f.labels)})
+		case *HistVec:
+			fs = append(fs, Family{Name: f.name, Type: "histogram", Labels: slices.Clone(f.labels)})
+		}
+	}
+	slices.SortFunc(fs, func(a, b Family) int { return strings.Compare(a.Name, b.Name) })
+	return fs
+}
+
 // Vec is a metric family: one value per label combination.
 type Vec struct {
 	name, help, kind string

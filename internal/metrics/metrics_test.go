@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -48,6 +49,29 @@ func TestOnScrapeRunsBeforeEachScrape(t *testing.T) {
 		res.Body.Close()
 		if !strings.Contains(string(b), line+"\n") {
 			t.Errorf("scrape %d: no %q in\n%s", i+1, line, b)
+		}
+	}
+}
+
+// TestFamilies lists every registered family with its type and labels,
+// series or not.
+func TestFamilies(t *testing.T) {
+	r := NewRegistry()
+	r.Gauge("b_gauge", "g", "topic", "partition")
+	r.Counter("a_total", "c")
+	r.Histogram("c_seconds", "h", []float64{1}, "stream")
+	got := r.Families()
+	want := []Family{
+		{Name: "a_total", Type: "counter"},
+		{Name: "b_gauge", Type: "gauge", Labels: []string{"topic", "partition"}},
+		{Name: "c_seconds", Type: "histogram", Labels: []string{"stream"}},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Families() = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Name != want[i].Name || got[i].Type != want[i].Type || !slices.Equal(got[i].Labels, want[i].Labels) {
+			t.Errorf("family %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}
 }
