@@ -13,7 +13,7 @@ TEMPORAL        := $(BIN)/temporal
 TEMPORAL_STAMP  := $(BIN)/.temporal-$(TEMPORAL_VERSION)
 TEST_TIMEOUT    ?= 30m
 
-.PHONY: all build test tree-check test-unit dev fuzz vet fmt clean temporal bench
+.PHONY: all build test test-loaded tree-check test-unit dev fuzz vet fmt clean temporal bench
 
 all: build
 
@@ -53,6 +53,16 @@ test: build temporal vet tree-check
 	CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags duckdb_arrow ./sqlserve/...
 	@echo "== DuckDB interop (lake/interop, its own module, CGO)"
 	cd lake/interop && $(GO) test -tags duckdb_arrow -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# make test with every CPU also kept busy by tools/cpuhog: the suite must
+# pass on a loaded machine (docs/adr/0032-deterministic-test-barriers.md).
+# The hog is killed whatever happens; the result and wall time are printed.
+test-loaded:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/cpuhog ./tools/cpuhog
+	@$(BIN)/cpuhog & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT INT TERM; \
+	start=$$(date +%s); $(MAKE) test; rc=$$?; \
+	echo "== make test-loaded: make test exit $$rc under cpuhog, wall $$(( $$(date +%s) - start ))s"; exit $$rc
 
 test-unit:
 	$(GO) test -count=1 -short ./...
