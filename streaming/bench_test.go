@@ -52,7 +52,7 @@ func BenchmarkStreamEndToEnd(b *testing.B) {
 		// Look often: at 100 ms (waitDone's interval) the wait alone
 		// would add 50 ms on average to a run of well under a second.
 		wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		if err := waitCaughtUp(wctx, cfg, 2*time.Millisecond); err != nil {
+		if err := waitCaughtUp(wctx, cfg, 2*time.Millisecond, nil); err != nil {
 			b.Fatalf("stream worker did not finish: %v", err)
 		}
 		wcancel()

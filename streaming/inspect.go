@@ -177,18 +177,23 @@ func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (O
 }
 
 // WaitCaughtUp waits until the stream group has committed every raw record
-// of every configured stream's topic, or ctx ends. It looks every 100 ms.
+// of every configured stream's topic that was there when it first looked,
+// or ctx ends. It looks every 100 ms. The end offsets are fixed at the
+// first look: under live traffic the end moves on with every record, and a
+// wait for the latest end would chase it (issue 24).
 // A partition is caught up when its committed offset reaches its end, or
 // when only transaction markers and aborted records lie between the two:
 // a read_committed consumer never receives those as records, so the
 // offset it commits stops at the last record it processed.
 func WaitCaughtUp(ctx context.Context, cfg *config.Config) error {
-	return waitCaughtUp(ctx, cfg, 100*time.Millisecond)
+	return waitCaughtUp(ctx, cfg, 100*time.Millisecond, nil)
 }
 
 // waitCaughtUp is WaitCaughtUp looking every interval (the end-to-end
-// benchmark looks more often: its run takes well under a second).
-func waitCaughtUp(ctx context.Context, cfg *config.Config, every time.Duration) error {
+// benchmark looks more often: its run takes well under a second); looked,
+// when set, is called once the first look has fixed the ends (a test's
+// barrier).
+func waitCaughtUp(ctx context.Context, cfg *config.Config, every time.Duration, looked func()) error {
 	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "verify")
 	if err != nil {
 		return err
@@ -202,27 +207,41 @@ func waitCaughtUp(ctx context.Context, cfg *config.Config, every time.Duration) 
 	// tails holds what is known of each partition's last offsets, read
 	// once per end offset: not once per look, nor per commit.
 	tails := map[tp]tail{}
+	// target is each partition's end at the first look.
+	target := map[tp]int64{}
 	for {
 		ends, err1 := adm.ListEndOffsets(ctx, raw...)
+		if err1 == nil {
+			ends.Each(func(o kadm.ListedOffset) {
+				if _, fixed := target[tp{o.Topic, o.Partition}]; !fixed {
+					target[tp{o.Topic, o.Partition}] = o.Offset
+				}
+			})
+			if looked != nil {
+				looked()
+				looked = nil
+			}
+		}
 		committed, err2 := adm.FetchOffsetsForTopics(ctx, cfg.Stream.Group, raw...)
 		if err1 == nil && err2 == nil {
 			done := true
 			reads := map[tp]span{}
 			ends.Each(func(o kadm.ListedOffset) {
-				if o.Offset <= 0 {
+				k := tp{o.Topic, o.Partition}
+				end := target[k]
+				if end <= 0 {
 					return
 				}
 				c := int64(0)
 				if co, ok := committed.Lookup(o.Topic, o.Partition); ok {
 					c = max(co.At, 0)
 				}
-				if c >= o.Offset {
+				if c >= end {
 					return
 				}
-				k := tp{o.Topic, o.Partition}
 				t, ok := tails[k]
-				if !ok || t.end != o.Offset {
-					t = tail{end: o.Offset, from: o.Offset, last: -1}
+				if !ok || t.end != end {
+					t = tail{end: end, from: end, last: -1}
 					tails[k] = t
 				}
 				switch {
@@ -234,7 +253,7 @@ func waitCaughtUp(ctx context.Context, cfg *config.Config, every time.Duration) 
 					reads[k] = span{max(c, t.from-max(tailWindow, t.end-t.from)), t.from}
 				}
 				done = false
-				last = fmt.Sprintf("%s/%d committed %d of %d", o.Topic, o.Partition, c, o.Offset)
+				last = fmt.Sprintf("%s/%d committed %d of %d", o.Topic, o.Partition, c, end)
 			})
 			if done {
 				return nil

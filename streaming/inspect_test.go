@@ -124,3 +124,64 @@ func produceAborted(t testing.TB, cfg *config.Config, recs []*kgo.Record) {
 		t.Fatal(err)
 	}
 }
+
+// TestWaitCaughtUpUnderLiveTraffic: records keep arriving after
+// WaitCaughtUp's first look — here in a transaction left open, so the
+// stream (read committed) cannot reach the partitions' new ends at all. The
+// wait still returns once the stream has committed what was there at its
+// first look; a wait for the latest end would chase it for ever.
+func TestWaitCaughtUpUnderLiveTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	cfg, recs := newTestEnv(t, 400)
+	produce(t, cfg, recs[:200])
+	looked := make(chan struct{})
+	waited := make(chan error, 1)
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	go func() { waited <- waitCaughtUp(wctx, cfg, 100*time.Millisecond, func() { close(looked) }) }()
+	select {
+	case <-looked:
+	case err := <-waited:
+		t.Fatalf("the wait returned before the stream ran: %v", err)
+	}
+	// After the first look: more records, in a transaction that stays
+	// open until the wait has returned.
+	// (Its timeout outlasts the wait's minute: the broker must not abort it first.)
+	tx, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "test"), kgo.TransactionalID("test-open"),
+		kgo.TransactionTimeout(3*time.Minute))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	var later []*kgo.Record
+	for _, r := range recs[200:] {
+		later = append(later, &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp})
+	}
+	if err := tx.ProduceSync(context.Background(), later...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// The stream starts only now, so the first look saw it behind.
+	w, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	werr := <-waited
+	if err := tx.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if werr != nil {
+		t.Fatalf("records after the first look kept the wait from returning: %v", werr)
+	}
+}
