@@ -758,10 +758,19 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 	// producer before the next drain.
 	out := part.out[:0]
 	a := &part.arena
+	// emitted is when these records are produced, in this transaction:
+	// their emitted_at and Kafka timestamp (the operator stamped its
+	// processing clock, which a restart's re-processing leaves behind).
+	var emitted time.Time
 	for _, so := range part.ops {
+		if emitted.IsZero() && len(so.out.Panes)+len(so.out.Features) > 0 {
+			emitted = w.now().UTC()
+		}
 		for i := range so.out.Panes {
 			p := &so.out.Panes[i]
+			p.EmittedAt = emitted
 			r := a.record(w.cfg.Topics.Summaries)
+			r.Timestamp = emitted
 			r.Key = a.appendString(p.RecordKey())
 			a.reserve(maxOutputJSON)
 			start := len(a.b)
@@ -771,8 +780,9 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 			w.m.pane(so.cfg.Name, p.Timing)
 		}
 		for i := range so.out.Features {
-			f := so.out.Features[i].Event(so.cfg.Name, so.cfg.Rolling)
+			f := so.out.Features[i].Event(so.cfg.Name, so.cfg.Rolling, emitted)
 			r := a.record(w.cfg.Topics.Features)
+			r.Timestamp = emitted
 			r.Key = a.appendString(f.Key)
 			a.reserve(maxOutputJSON)
 			start := len(a.b)

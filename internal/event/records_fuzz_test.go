@@ -29,6 +29,9 @@ func FuzzPaneJSON(f *testing.F) {
 		p := Pane{Stream: stream, Key: key, WindowStart: start, WindowEnd: start.Add(time.Duration(size) * time.Second),
 			Count: count, Sum: sum, Min: lo, Max: hi, Version: version, Timing: Timing(timing), ComputedBy: by,
 			Watermark: time.Unix(wmSec, 0).UTC(), EmittedAt: time.Unix(0, emNsec).UTC(), Reason: reason}
+		if by == ComputedByStream { // batch panes have no processing clock: the field is left out
+			p.ProcessingTime = time.Unix(wmSec, emNsec).UTC()
+		}
 		got := p.AppendJSON([]byte("prefix"))
 		if !bytes.HasPrefix(got, []byte("prefix")) {
 			t.Fatal("AppendJSON dropped what it was appending to")
@@ -66,7 +69,8 @@ func FuzzFeatureJSON(f *testing.F) {
 	f.Add("", "\x00\u2029\xc3", "", int64(-62135596800), int64(0), int64(-1), int64(0), math.NaN(), int64(253402300800), int64(-1))
 	f.Fuzz(func(t *testing.T, stream, key, id string, sec, nsec, size, count int64, sum float64, wmSec, emNsec int64) {
 		ft := Feature{Stream: stream, Key: key, EventID: id, EventTime: time.Unix(sec, nsec).UTC(), Size: time.Duration(size),
-			Count: count, Sum: sum, Watermark: time.Unix(wmSec, 0).UTC(), EmittedAt: time.Unix(0, emNsec).UTC()}
+			Count: count, Sum: sum, Watermark: time.Unix(wmSec, 0).UTC(), EmittedAt: time.Unix(0, emNsec).UTC(),
+			ArrivedAt: time.Unix(sec, emNsec).UTC()}
 		got := ft.AppendJSON(nil)
 		if !json.Valid(got) {
 			t.Fatalf("invalid JSON: %s", got)
@@ -86,7 +90,8 @@ func FuzzFeatureJSON(f *testing.F) {
 			t.Fatalf("decode %s: %v", got, err)
 		}
 		if back.Stream != ft.Stream || back.Key != ft.Key || back.EventID != ft.EventID || !back.EventTime.Equal(ft.EventTime) ||
-			back.Size != ft.Size || back.Count != ft.Count || back.Sum != ft.Sum || !back.Watermark.Equal(ft.Watermark) || !back.EmittedAt.Equal(ft.EmittedAt) {
+			back.Size != ft.Size || back.Count != ft.Count || back.Sum != ft.Sum || !back.Watermark.Equal(ft.Watermark) || !back.EmittedAt.Equal(ft.EmittedAt) ||
+			!back.ArrivedAt.Equal(ft.ArrivedAt) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", back, ft)
 		}
 	})
@@ -160,5 +165,5 @@ func samePane(a, b Pane) bool {
 	return a.Stream == b.Stream && a.Key == b.Key && a.WindowStart.Equal(b.WindowStart) && a.WindowEnd.Equal(b.WindowEnd) &&
 		a.Count == b.Count && a.Sum == b.Sum && a.Min == b.Min && a.Max == b.Max && a.Version == b.Version &&
 		a.Timing == b.Timing && a.ComputedBy == b.ComputedBy && a.Watermark.Equal(b.Watermark) && a.EmittedAt.Equal(b.EmittedAt) &&
-		a.Reason == b.Reason
+		a.ProcessingTime.Equal(b.ProcessingTime) && a.Reason == b.Reason
 }

@@ -38,6 +38,10 @@ func (p *Pane) AppendJSON(b []byte) []byte {
 	b = appendTime(b, p.Watermark)
 	b = append(b, `,"emitted_at":`...)
 	b = appendTime(b, p.EmittedAt)
+	if !p.ProcessingTime.IsZero() {
+		b = append(b, `,"processing_time":`...)
+		b = appendTime(b, p.ProcessingTime)
+	}
 	if p.Reason != "" {
 		b = append(b, `,"reason":`...)
 		b = appendString(b, p.Reason)
@@ -66,6 +70,8 @@ func (f *Feature) AppendJSON(b []byte) []byte {
 	b = appendTime(b, f.Watermark)
 	b = append(b, `,"emitted_at":`...)
 	b = appendTime(b, f.EmittedAt)
+	b = append(b, `,"arrived_at":`...)
+	b = appendTime(b, f.ArrivedAt)
 	return append(b, '}')
 }
 

@@ -14,7 +14,8 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	at := time.Date(2026, 11, 7, 8, 30, 0, 123456789, time.UTC)
 	panes := []Pane{
 		{Stream: "suhu", Key: "sensor-07", WindowStart: at, WindowEnd: at.Add(time.Hour), Count: 3, Sum: 73.5, Min: 24.1, Max: 24.9,
-			Version: 2, Timing: TimingLate, ComputedBy: ComputedByStream, Watermark: at, EmittedAt: at},
+			Version: 2, Timing: TimingLate, ComputedBy: ComputedByStream, Watermark: at, EmittedAt: at.Add(time.Second),
+			ProcessingTime: at},
 		{Stream: "p", Key: "we\"ird\\key\n\x01\u2028ü\xff", Count: 1, Sum: 1e21, Min: 1e-7, Max: -0.000001, Version: 9,
 			Timing: TimingCorrection, ComputedBy: ComputedByBatch, Reason: "late events beyond lateness"},
 		{Sum: 590000, Min: 45000, Max: 350000},
@@ -30,7 +31,8 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("pane %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
-	f := Feature{Stream: "payments", Key: "Budi", EventID: "a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d", EventTime: at, Size: time.Minute, Count: 3, Sum: 405000, Watermark: at, EmittedAt: at}
+	f := Feature{Stream: "payments", Key: "Budi", EventID: "a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d", EventTime: at, Size: time.Minute, Count: 3, Sum: 405000, Watermark: at,
+		EmittedAt: at.Add(time.Second), ArrivedAt: at}
 	want, _ := json.Marshal(f)
 	if got := f.AppendJSON(nil); !bytes.Equal(got, want) {
 		t.Errorf("feature:\n got %s\nwant %s", got, want)
