@@ -13,7 +13,7 @@ TEMPORAL        := $(BIN)/temporal
 TEMPORAL_STAMP  := $(BIN)/.temporal-$(TEMPORAL_VERSION)
 TEST_TIMEOUT    ?= 30m
 
-.PHONY: all build test tree-check test-unit dev fuzz vet fmt clean temporal bench
+.PHONY: all build test test-loaded tree-check test-unit dev fuzz vet fmt clean temporal bench
 
 all: build
 
@@ -45,14 +45,24 @@ tree-check:
 
 test: build temporal vet tree-check
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_REQUIRE_COMPOSE=1 RECKON_TEST_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	@echo "== end to end: stream + batch truth on the dev server (make e2e)"
-	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestTruthEndToEnd$$' -count=1 -timeout 10m -args -e2e
+	@echo "== end to end: stream + batch truth on the dev server (make e2e), and windows final under steady traffic"
+	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^(TestTruthEndToEnd|TestFinalUnderSteadyTraffic)$$' -count=1 -timeout 15m -args -e2e
 	@echo "== end to end: 1,000 shifts of Z-report parts through the bridge and entity workflows"
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestZReportGeneratorShifts$$' -count=1 -timeout 10m -args -zreport-shifts 1000
 	@echo "== SQL endpoint: Flight SQL clients, views, lock-down (sqlserve, CGO, -tags duckdb_arrow)"
 	CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags duckdb_arrow ./sqlserve/...
 	@echo "== DuckDB interop (lake/interop, its own module, CGO)"
 	cd lake/interop && $(GO) test -tags duckdb_arrow -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# make test with every CPU also kept busy by tools/cpuhog: the suite must
+# pass on a loaded machine (docs/adr/0032-deterministic-test-barriers.md).
+# The hog is killed whatever happens; the result and wall time are printed.
+test-loaded:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/cpuhog ./tools/cpuhog
+	@$(BIN)/cpuhog & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT INT TERM; \
+	start=$$(date +%s); $(MAKE) test; rc=$$?; \
+	echo "== make test-loaded: make test exit $$rc under cpuhog, wall $$(( $$(date +%s) - start ))s"; exit $$rc
 
 test-unit:
 	$(GO) test -count=1 -short ./...

@@ -27,7 +27,13 @@ type Archive struct {
 	// wiring builds and closes. Nil builds one from Cfg.Kafka on first use,
 	// kept as long as the struct (tests).
 	Kafka *Kafka
-	lazy  lazyKafka
+	// AfterWrite, when set, is called after a step has written its lake
+	// files and progress and before its result goes back to Temporal. It
+	// is a test-only barrier (the SIGKILL test blocks in it, so the kill
+	// lands exactly between the write and the report); no config key sets
+	// it, and it is nil in every production wiring.
+	AfterWrite func(ctx context.Context, in ArchiveRangeInput, res ArchiveRangeResult)
+	lazy       lazyKafka
 }
 
 // ArchiveRangeInput bounds one archive step. Zero limits mean defaults.
@@ -206,6 +212,9 @@ func (a *Archive) finish(ctx context.Context, res ArchiveRangeResult, in Archive
 		Topic: in.Topic, Partition: in.Partition, NextOffset: res.Next,
 		ArchivedThrough: through, UpdatedAt: a.now(),
 	})
+	if err == nil && a.AfterWrite != nil {
+		a.AfterWrite(ctx, in, res)
+	}
 	return res, err
 }
 

@@ -102,25 +102,55 @@ func TestCheckHorizon(t *testing.T) {
 	}
 	purge := end.Add(st.AllowedLateness)
 	publish(at(0, 1, purge), at(1, 1, purge.Add(-time.Second)))
-	if r := check(in); r.Ready || !strings.Contains(r.Waiting, rawTopic+"/1: watermark "+fmtTime(purge.Add(-time.Second))+" < "+fmtTime(purge)+" needed (last progress 1m0s ago)") || !strings.Contains(r.Waiting, rawTopic+"/0: archived to offset 0, the stream counted to 1") || !slices.Equal(slices.Sorted(slices.Values(r.Causes)), []string{activities.HorizonArchive, activities.HorizonWatermark}) {
+	r := check(in)
+	if r.Ready || !strings.Contains(r.Waiting, rawTopic+"/1: watermark "+fmtTime(purge.Add(-time.Second))+" < "+
+		fmtTime(purge)+" needed (last progress 1m0s ago)") ||
+		!strings.Contains(r.Waiting, rawTopic+"/0: archived to offset 0, the range needs 1") ||
+		!slices.Equal(slices.Sorted(slices.Values(r.Causes)), []string{activities.HorizonArchive, activities.HorizonWatermark}) ||
+		len(r.Targets) != 1 || r.Targets[0].Partition != 0 || r.Targets[0].Offset != 1 {
 		t.Fatalf("partition 1 not yet purged, partition 0 not yet archived: %+v", r)
 	}
+	in.Targets = r.Targets // the workflow keeps them
 	publish(at(1, 1, purge))
-	if r := check(in); r.Ready || strings.Contains(r.Waiting, "watermark") || !strings.Contains(r.Waiting, rawTopic+"/1: archived to offset 0, the stream counted to 1") || !slices.Equal(r.Causes, []string{activities.HorizonArchive, activities.HorizonArchive}) {
+	r = check(in)
+	if r.Ready || strings.Contains(r.Waiting, "watermark") ||
+		!strings.Contains(r.Waiting, rawTopic+"/1: archived to offset 0, the range needs 1") ||
+		!slices.Equal(r.Causes, []string{activities.HorizonArchive, activities.HorizonArchive}) || len(r.Targets) != 2 {
 		t.Fatalf("lake behind the stream: %+v", r)
 	}
+	in.Targets = r.Targets
 	f.archive(t, t0.Add(time.Hour))
-	if r := check(in); !r.Ready || r.Waiting != "" || len(r.Causes) != 0 {
+	if r := check(in); !r.Ready || r.Waiting != "" || len(r.Causes) != 0 || !r.PassedAt.Equal(end.Add(5*time.Minute)) {
 		t.Fatalf("should be final: %+v", r)
 	}
+	// The stream goes on: its latest offset moves past the archive, the
+	// range's captured targets do not. A check that had captured nothing
+	// would chase the new offset.
+	moved := purge.Add(time.Minute)
+	publish(at(0, 7, moved), at(1, 7, moved))
+	if r := check(in); !r.Ready {
+		t.Fatalf("the captured targets were passed, the stream's new offset must not matter: %+v", r)
+	}
+	fresh := activities.HorizonInput{Stream: "payments", To: end}
+	if r := check(fresh); r.Ready || !strings.Contains(r.Waiting, "archived to offset 1, the range needs 7") {
+		t.Fatalf("a first check after the stream moved on captures its offset: %+v", r)
+	}
+	// The published progress going back behind a captured target is refused.
+	publish(at(0, 1, purge.Add(-time.Minute)))
+	_, err = run[activities.HorizonResult](t, f.a, f.a.CheckHorizon, in)
+	if err == nil || !strings.Contains(err.Error(), activities.ErrTypeTruthProgressWentBack) {
+		t.Fatalf("progress went back: %v", err)
+	}
+	publish(at(0, 7, moved))
 	// An aborted transaction's progress is never seen.
 	if err := tx.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	bad := at(0, 9, purge.Add(-time.Hour))
+	bad := at(0, 0, purge.Add(-time.Hour))
 	bad.Format, bad.Stream, bad.Topic, bad.Settings = 1, "payments", rawTopic, st.SettingsDigest()
 	v, _ := json.Marshal(bad)
-	if err := tx.ProduceSync(context.Background(), &kgo.Record{Topic: f.cfg.Topics.StreamProgress, Key: []byte(bad.Key()), Value: v}).FirstErr(); err != nil {
+	rec := &kgo.Record{Topic: f.cfg.Topics.StreamProgress, Key: []byte(bad.Key()), Value: v}
+	if err := tx.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
@@ -128,6 +158,40 @@ func TestCheckHorizon(t *testing.T) {
 	}
 	if r := check(in); !r.Ready {
 		t.Fatalf("an aborted progress record was read: %+v", r)
+	}
+
+	// Today so far: the check picks the latest window end every partition
+	// has purged through and captures the targets for it.
+	day := activities.HorizonInput{Stream: "payments", From: t0, To: t0.Add(24 * time.Hour), SoFar: true}
+	r = check(day)
+	if r.Ready || !r.To.Equal(end) || len(r.Targets) != 2 || r.Targets[1].Offset != 7 ||
+		!strings.Contains(r.Waiting, "/1: archived to offset 1, the range needs 7") || r.StreamWaited {
+		t.Fatalf("so far: windows to %s are final, waiting for the archive: %+v", fmtTime(end), r)
+	}
+	if r := check(activities.HorizonInput{Stream: "payments", From: end, To: day.To, SoFar: true}); r.Ready ||
+		!r.To.IsZero() || !strings.Contains(r.Waiting, "no window from "+fmtTime(end)+" on is final yet") {
+		t.Fatalf("so far, nothing final yet: %+v", r)
+	}
+	// Long poll: the check returns once the archive reaches the targets.
+	day.WaitUpTo = 10 * time.Minute
+	type answer struct {
+		r   activities.HorizonResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := run[activities.HorizonResult](t, f.a, f.a.CheckHorizon, day)
+		done <- answer{r, err}
+	}()
+	for p := int32(0); p < 2; p++ {
+		lp := lake.Progress{Topic: rawTopic, Partition: p, NextOffset: 7, ArchivedThrough: t0.Add(3 * time.Hour)}
+		if _, err := f.lk.WriteProgress(t.Context(), lp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// It waited for the archive only: the stream had passed before it looked.
+	if a := <-done; a.err != nil || !a.r.Ready || !a.r.To.Equal(end) || a.r.StreamWaited {
+		t.Fatalf("long poll: %+v %v", a.r, a.err)
 	}
 	// Other window settings: refused for good, not corrected with.
 	other := at(1, 2, purge)
@@ -139,11 +203,12 @@ func TestCheckHorizon(t *testing.T) {
 	}
 
 	// Targeted: the lake must hold the late events' offsets.
-	tin := activities.HorizonInput{Stream: "payments", To: end, After: []activities.PartitionOffset{{Partition: 0, Offset: 0}, {Partition: 1, Offset: 3}}}
-	if r := check(tin); r.Ready || !strings.Contains(r.Waiting, "/1 archived to 1, need 4") || !slices.Equal(r.Causes, []string{activities.HorizonArchive}) {
+	tin := activities.HorizonInput{Stream: "payments", To: end,
+		After: []activities.PartitionOffset{{Partition: 0, Offset: 0}, {Partition: 1, Offset: 8}}}
+	if r := check(tin); r.Ready || !strings.Contains(r.Waiting, "/1 archived to 7, need 9") || !slices.Equal(r.Causes, []string{activities.HorizonArchive}) {
 		t.Fatalf("targeted: %+v", r)
 	}
-	if _, err := f.lk.WriteProgress(t.Context(), lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 4, ArchivedThrough: t0.Add(3 * time.Hour)}); err != nil {
+	if _, err := f.lk.WriteProgress(t.Context(), lake.Progress{Topic: rawTopic, Partition: 1, NextOffset: 9, ArchivedThrough: t0.Add(3 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if r := check(tin); !r.Ready {

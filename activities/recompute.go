@@ -31,6 +31,9 @@ const (
 	TriggerReplay     = "replay"
 	TriggerCorrection = "correction"
 	TriggerManual     = "manual"
+	// TriggerFinalize: the finalizer, which recomputes each stream's
+	// windows as soon as their horizon passes (workflows.Finalize).
+	TriggerFinalize = "finalize"
 )
 
 // HeaderTrigger names, on a correction record, what triggered it.
@@ -48,6 +51,14 @@ type RecomputeInput struct {
 	// DryRun computes and reports but publishes and writes nothing.
 	DryRun  bool
 	Trigger string
+	// HorizonPassedAt, when set, is when the stream's progress passed the
+	// range (HorizonResult.PassedAt of a wait that saw it pass): the start
+	// of the time to final (metric reckon_batch_time_to_final_seconds).
+	HorizonPassedAt time.Time `json:",omitzero"`
+	// TruthFile, when set, names the truth file the rows go to, merged
+	// with the rows it already holds (lake.Lake.MergeTruthRows): the
+	// finalizer's steps of one hour share a file.
+	TruthFile string `json:",omitempty"`
 }
 
 // WindowChange is one correction (published, or that a dry run would publish).
@@ -89,8 +100,11 @@ func TransactionalID(clientID, stream string, day time.Time) string {
 
 // TruthFileName names the truth files of a recompute: its range and, for a
 // targeted one, a hash of its windows; the same recompute writes the same
-// name.
+// name. A TruthFile names itself.
 func TruthFileName(in RecomputeInput) string {
+	if in.TruthFile != "" {
+		return in.TruthFile
+	}
 	name := "truth-" + in.From.UTC().Format("20060102T150405Z") + "-" + in.To.UTC().Format("20060102T150405Z")
 	if len(in.Windows) > 0 {
 		h := fnv.New64a()
@@ -270,7 +284,11 @@ func (a *BatchTruth) writeTruthTable(ctx context.Context, res *RecomputeResult, 
 	if len(rows) == 0 {
 		return nil
 	}
-	files, err := a.Lake.WriteTruthRows(ctx, in.Stream, TruthFileName(in), rows)
+	write := a.Lake.WriteTruthRows
+	if in.TruthFile != "" {
+		write = a.Lake.MergeTruthRows
+	}
+	files, err := write(ctx, in.Stream, TruthFileName(in), rows)
 	if err != nil {
 		return err
 	}

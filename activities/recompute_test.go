@@ -130,48 +130,51 @@ func (f *truthFixture) produce(t *testing.T, recs ...*kgo.Record) {
 	}
 }
 
-// published reads every committed pane on the summaries topic.
+// published reads every committed pane on the summaries topic: each
+// partition up to its last stable offset at the call. The read keeps the
+// transaction markers, so it knows when it has passed the last offset
+// (the last one is usually a marker) however slowly the broker answers;
+// it never stops at a quiet moment.
 func (f *truthFixture) published(t *testing.T) []event.Pane {
 	t.Helper()
 	cl, err := kgo.NewClient(append(kafkaconn.Opts(f.cfg.Kafka, "test-read"),
-		kgo.ConsumeTopics(summaries), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+		kgo.ConsumeTopics(summaries), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(context.Background(), summaries)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, summaries)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := int64(0)
-	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
+	left := map[int32]int64{} // partition -> its end, until the read passed it
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
 	var out []event.Pane
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
+	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("summaries not read to their ends within a minute: partition -> end still to reach %v", left)
+		}
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("read %s/%d: %v", topic, p, err) })
 		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
 			var p event.Pane
 			if err := json.Unmarshal(r.Value, &p); err != nil {
 				t.Fatalf("pane: %v", err)
 			}
 			out = append(out, p)
 		})
-		// Stop once a poll brings nothing more for a moment.
-		pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		fs = cl.PollFetches(pctx)
-		pcancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
-			var p event.Pane
-			_ = json.Unmarshal(r.Value, &p)
-			out = append(out, p)
-		})
-		if n == 0 {
-			break
-		}
 	}
 	return out
 }

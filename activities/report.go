@@ -104,7 +104,11 @@ type TruthReport struct {
 	Stream string    `json:"stream,omitempty"`
 	From   time.Time `json:"from"`
 	To     time.Time `json:"to"`
-	DryRun bool      `json:"dry_run,omitempty"`
+	// OpenUntil, when set, is the end of the range asked for a day still in
+	// progress: its windows in [To, OpenUntil) were still open (the stream
+	// had not purged them) and are not checked by this run ("today so far").
+	OpenUntil time.Time `json:"open_until,omitzero"`
+	DryRun    bool      `json:"dry_run,omitempty"`
 	// Windows checked: every window with events in the lake or a
 	// published pane.
 	Windows int64 `json:"windows_checked"`
@@ -145,6 +149,9 @@ func (r *TruthReport) Add(o TruthReport) {
 	}
 	if o.To.After(r.To) {
 		r.To = o.To
+	}
+	if o.OpenUntil.After(r.OpenUntil) {
+		r.OpenUntil = o.OpenUntil
 	}
 	r.DryRun = r.DryRun || o.DryRun
 	r.Windows += o.Windows

@@ -150,7 +150,7 @@ func TestComposeMatchesReckonConfig(t *testing.T) {
 	}
 
 	cfgs := map[string]*config.Config{}
-	var streams, batches []string
+	var streams, batches, sqls []string
 	instances := map[string]string{}
 	for _, name := range sortedKeys(c.Services) {
 		s := c.Services[name]
@@ -212,6 +212,7 @@ func TestComposeMatchesReckonConfig(t *testing.T) {
 			requireDep(t, c, name, "topics", "service_completed_successfully")
 			requireProfile(t, c, name, "demo")
 		case "serve":
+			sqls = append(sqls, name)
 			if !slices.Equal(s.Command, []string{"serve", "sql"}) || s.Build["target"] != "sql" {
 				t.Errorf("%s: command %v, target %q: want serve sql on the Dockerfile's sql target (reckon-sql needs CGO)", name, s.Command, s.Build["target"])
 			}
@@ -319,11 +320,14 @@ func TestComposeMatchesReckonConfig(t *testing.T) {
 		t.Errorf("kafka does not advertise localhost:%d for host clients", defaults.Dev.KafkaPort)
 	}
 
-	// Prometheus scrapes every stream and batch worker's metrics endpoint,
-	// and only services that exist.
+	// Prometheus scrapes every stream and batch worker's and SQL endpoint's
+	// metrics endpoint, and only services that exist.
 	requireProfile(t, c, "prometheus", "metrics")
 	targets := prometheusTargets(t)
-	for _, s := range slices.Concat(streams, batches) {
+	if len(sqls) == 0 {
+		t.Error("no SQL endpoint service (command serve sql)")
+	}
+	for _, s := range slices.Concat(streams, batches, sqls) {
 		_, port := splitHostPort(t, s, cfgs[s].Metrics.Addr)
 		if !slices.Contains(targets, s+":"+port) {
 			t.Errorf("deploy/prometheus.yml does not scrape %s:%s (targets %v)", s, port, targets)

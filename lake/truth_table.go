@@ -3,7 +3,10 @@ package lake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"slices"
 	"time"
 
 	"reckon/internal/event"
@@ -43,6 +46,45 @@ func (l *Lake) WriteTruth(ctx context.Context, stream, name string, panes []even
 // place.
 func (l *Lake) WriteTruthRows(ctx context.Context, stream, name string, rows []SummaryRow) ([]FileInfo, error) {
 	return l.writeSummaryRows(ctx, TruthDir, stream, name, rows)
+}
+
+// MergeTruthRows is WriteTruthRows into files that grow: the rows the
+// file <name>.parquet of each window date already holds are kept, except
+// those of a (key, window_start) that rows carry again, which rows
+// replace. The finalizer adds each step's windows to its hour's file this
+// way, so a day holds a file per hour, not per step, and a retried step
+// writes the same file again.
+func (l *Lake) MergeTruthRows(ctx context.Context, stream, name string, rows []SummaryRow) ([]FileInfo, error) {
+	if err := errors.Join(ValidateName(stream), ValidateName(name)); err != nil {
+		return nil, err
+	}
+	type cell struct {
+		key   string
+		start int64
+	}
+	fresh := make(map[cell]bool, len(rows))
+	days := map[int64]bool{}
+	for i := range rows {
+		fresh[cell{rows[i].Key, rows[i].WindowStart}] = true
+		days[floorDiv(rows[i].WindowStart, microsPerDay)] = true
+	}
+	merged := slices.Clip(rows)
+	for day := range days {
+		key := joinKey(paneDateKey(TruthDir, stream, time.UnixMicro(day*microsPerDay)), name+".parquet")
+		old, err := readRows[SummaryRow](ctx, l, key, -1)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lake: merge truth rows into %s: %w", key, err)
+		}
+		for _, r := range old {
+			if !fresh[cell{r.Key, r.WindowStart}] {
+				merged = append(merged, r)
+			}
+		}
+	}
+	return l.writeSummaryRows(ctx, TruthDir, stream, name, merged)
 }
 
 // ReadTruth returns every truth row of stream whose window_start lies in

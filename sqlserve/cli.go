@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"reckon/internal/config"
+	"reckon/internal/metrics"
 )
 
 // Main runs reckon-sql with args (without the program name) and returns
@@ -99,6 +100,17 @@ func serve(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) er
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	opts := OptionsFrom(cfg)
+	// The endpoint's figures on metrics.addr (or the next free port, as
+	// every reckon process).
+	opts.Log, opts.Metrics = log, metrics.NewRegistry()
+	go func() {
+		err := metrics.Serve(ctx, cfg.Metrics.Addr, opts.Metrics, func(addr string) {
+			log.Info("metrics", "url", "http://"+addr+"/metrics")
+		})
+		if err != nil {
+			log.Warn("metrics endpoint off", "err", err)
+		}
+	}()
 	if cfg.Lake.IsS3() {
 		// DuckDB reads a local mirror of the bucket, synced before the
 		// server is ready and every sql.sync_interval after.
@@ -162,6 +174,9 @@ func oneShot(ctx context.Context, cfg *config.Config, format, query string, stdi
 		return errors.New("no query: pass one as the argument or on stdin")
 	}
 	opts := OptionsFrom(cfg)
+	// A re-run after a vanished lake file is not worth a line here; a
+	// query that gave up is.
+	opts.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if cfg.Lake.IsS3() {
 		// One pass brings the mirror (kept in sql.cache_dir between runs)
 		// up to date; only failures are worth a line here.

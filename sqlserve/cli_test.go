@@ -8,12 +8,16 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"reckon/internal/testing/poll"
+	"reckon/internal/testing/testlog"
 )
 
 // TestOneShot: `reckon sql` prints a query's result as a table, CSV, JSON
@@ -76,15 +80,18 @@ func TestOneShot(t *testing.T) {
 }
 
 // TestServeCommand: `reckon-sql serve` prints its address, answers a
-// Flight SQL client, and stops cleanly when its context ends.
+// Flight SQL client, serves its metrics, and stops cleanly when its
+// context ends.
 func TestServeCommand(t *testing.T) {
 	tl := buildLake(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
+	var logs testlog.Buffer
 	go func() {
-		done <- Main(ctx, []string{"serve", "--set", "lake.root=" + tl.root, "--set", "sql.listen=127.0.0.1:0"}, strings.NewReader(""), pw, io.Discard, nil)
+		done <- Main(ctx, []string{"serve", "--set", "lake.root=" + tl.root, "--set", "sql.listen=127.0.0.1:0",
+			"--set", "metrics.addr=127.0.0.1:0"}, strings.NewReader(""), pw, &logs, nil)
 		pw.Close()
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
@@ -101,6 +108,17 @@ func TestServeCommand(t *testing.T) {
 	if n := mustRead(t, c, "SELECT count(*) FROM events").rows[0][0]; n != strconv.Itoa(tl.events) {
 		t.Errorf("events through the served endpoint: %s, want %d", n, tl.events)
 	}
+	var url string
+	poll.WaitFor(t, 30*time.Second, "the metrics line", func() (bool, string) {
+		_, rest, ok := strings.Cut(logs.String(), "msg=metrics url=")
+		if ok {
+			url = strings.Fields(rest)[0]
+		}
+		return ok, logs.String()
+	})
+	if body := scrape(t, url); !strings.Contains(body, `reckon_sql_query_retries_total{reason="vanished_file"} 0`+"\n") {
+		t.Errorf("%s holds no vanished_file retry series at 0:\n%s", url, body)
+	}
 	cancel()
 	select {
 	case code := <-done:
@@ -110,4 +128,19 @@ func TestServeCommand(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop")
 	}
+}
+
+// scrape returns the body of a GET of a /metrics url.
+func scrape(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
+	}
+	return string(b)
 }

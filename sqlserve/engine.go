@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,8 @@ type Engine struct {
 	connector *duckdb.Connector
 	db        *sql.DB // setup and metadata; results are small
 	version   string  // DuckDB's version()
+	log       *slog.Logger
+	metrics   engineMetrics
 
 	mu      sync.Mutex      // protects present (and serialises view re-creation)
 	present map[string]bool // base table directories holding a file
@@ -60,7 +63,11 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		os.RemoveAll(spill)
 		return nil, fmt.Errorf("sqlserve: open duckdb: %w", err)
 	}
-	e := &Engine{opts: opts, root: root, spill: spill, connector: connector, db: sql.OpenDB(connector), present: map[string]bool{}}
+	e := &Engine{opts: opts, root: root, spill: spill, connector: connector, db: sql.OpenDB(connector), present: map[string]bool{},
+		log: opts.Log, metrics: newEngineMetrics(opts.Metrics)}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
 	if err := e.setup(ctx); err != nil {
 		e.Close()
 		return nil, err
@@ -190,7 +197,26 @@ func firstLine(s string) string {
 // INSTALL/LOAD, CREATE, PRAGMA — is refused with ErrNotReadOnly before it
 // runs. ctx bounds the query; the caller must Release the reader, which
 // closes its connection.
+//
+// A query that fails because a lake file it listed was deleted before it
+// opened it (a compaction replaced the file) is run again, up to
+// vanishedAttempts in all (retry.go): the answer is complete, never short
+// of the replaced file's rows.
 func (e *Engine) Query(ctx context.Context, query string, args ...any) (array.RecordReader, error) {
+	var rdr array.RecordReader
+	err := e.retryVanished(ctx, "query", query, func() error {
+		var err error
+		rdr, err = e.queryOnce(ctx, query, args...)
+		return err
+	})
+	if err != nil {
+		return nil, classify(ctx, err)
+	}
+	return rdr, nil
+}
+
+// queryOnce is one attempt of Query; its errors are DuckDB's, unclassified.
+func (e *Engine) queryOnce(ctx context.Context, query string, args ...any) (array.RecordReader, error) {
 	if err := e.refresh(ctx, false); err != nil {
 		return nil, err
 	}
@@ -211,14 +237,24 @@ func (e *Engine) Query(ctx context.Context, query string, args ...any) (array.Re
 	rdr, err := ar.QueryContext(ctx, query, args...)
 	if err != nil {
 		conn.Close()
-		return nil, classify(ctx, err)
+		return nil, err
 	}
 	return &connReader{RecordReader: rdr, conn: conn, ctx: ctx}, nil
 }
 
 // Check runs Query's checks on query without running it and returns its
-// number of parameters.
+// number of parameters. Preparing binds the views, which lists and opens
+// lake files: a file vanishing meanwhile is retried as in Query.
 func (e *Engine) Check(ctx context.Context, query string) (nparams int, err error) {
+	err = e.retryVanished(ctx, "query check", query, func() error {
+		var err error
+		nparams, err = e.checkOnce(ctx, query)
+		return err
+	})
+	return nparams, classify(ctx, err)
+}
+
+func (e *Engine) checkOnce(ctx context.Context, query string) (nparams int, err error) {
 	if err := e.refresh(ctx, false); err != nil {
 		return 0, err
 	}

@@ -3,11 +3,13 @@ package sqlserve
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"time"
 
 	"reckon/internal/config"
+	"reckon/internal/metrics"
 )
 
 // Options configure the engine. The zero value of each field but Root
@@ -23,6 +25,13 @@ type Options struct {
 	Threads int
 	// QueryTimeout bounds one query, start to last batch. Default 5m.
 	QueryTimeout time.Duration
+
+	// Log receives a line per query re-run after a lake file vanished
+	// under it (not a config key). Default slog.Default().
+	Log *slog.Logger
+	// Metrics, when not nil, gets the engine's families (metrics.go; not
+	// a config key). Default: a private registry.
+	Metrics *metrics.Registry
 }
 
 // ErrS3Lake refuses an s3:// root for the engine: DuckDB reads S3 through

@@ -117,10 +117,13 @@ type heldFetch struct {
 // fetchHold makes the kfake broker hold the next fetch of one topic — the
 // read of an ArchiveRange activity, the only consumer of a raw topic in
 // these tests — until release, so the test can stop or kill the worker
-// while the activity is provably inside its step. The activity gives up
-// its read after its MaxWait (2 s): stop the worker well within that.
+// while the activity is provably inside its step. Every later fetch of the
+// same partition from the same offset is held too: when the client gives
+// up on the held request (its request timeout) and asks again, or the
+// activity fails and its retry reads the same range, the step still cannot
+// get past its read, however long the test takes to stop the worker.
 type fetchHold struct {
-	held     chan heldFetch // receives the held fetch, once
+	held     chan heldFetch // receives the first held fetch
 	released chan struct{}
 	once     sync.Once
 }
@@ -139,15 +142,15 @@ func holdNextFetch(t testing.TB, ctx context.Context, c *kfake.Cluster, cfg *con
 	id := md[topic].ID
 	h := &fetchHold{held: make(chan heldFetch, 1), released: make(chan struct{})}
 	t.Cleanup(h.release)
-	var mu sync.Mutex // protects armed
-	armed := true
+	var mu sync.Mutex // protects first
+	var first *heldFetch
 	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		mu.Lock()
-		if !armed {
-			mu.Unlock()
+		select {
+		case <-h.released:
 			c.DropControl()
 			return nil, nil, false
+		default:
 		}
 		var got *heldFetch
 		for _, tp := range req.(*kmsg.FetchRequest).Topics {
@@ -156,16 +159,21 @@ func holdNextFetch(t testing.TB, ctx context.Context, c *kfake.Cluster, cfg *con
 			}
 		}
 		if got == nil {
-			mu.Unlock()
 			return nil, nil, false
 		}
-		armed = false
+		mu.Lock()
+		switch {
+		case first == nil:
+			first = got
+			h.held <- *got
+		case *got != *first:
+			mu.Unlock()
+			return nil, nil, false // another partition or range goes on
+		}
 		mu.Unlock()
-		h.held <- *got
 		// Sleep this request (other connections go on) until released;
 		// then the broker answers it as usual, if anyone still listens.
 		c.SleepControl(func() { <-h.released })
-		c.DropControl()
 		return nil, nil, false
 	})
 	return h

@@ -3,7 +3,6 @@ package workers
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -27,10 +26,10 @@ import (
 // SIGKILLs them while an ArchiveRange activity is in flight, proven before
 // each kill and checked after it:
 //
-//   - after the write: the process's link to Temporal is paused, an
-//     activity it holds writes its lake files and progress, and the
-//     process dies before Temporal hears that the step completed — the
-//     retry must rewrite the same range without doubling a row;
+//   - after the write: a test-only barrier (envArchiveBarrier) stops a step
+//     once it has written its lake files and progress, and the process
+//     dies before Temporal hears that the step completed — the retry must
+//     rewrite the same range without doubling a row;
 //   - inside the read: the broker holds the activity's fetch, and the
 //     process dies in it.
 //
@@ -43,10 +42,9 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 	}
 	tc, hostport := testenv.Temporal(t)
 	kc, brokers := testenv.Kafka(t, 2, "", "m8-suhu-kejadian")
-	proxy := newPausableProxy(t, hostport)
 	root := t.TempDir()
 	env := []string{
-		"RECKON_KAFKA_BROKERS=" + brokers[0], "RECKON_TEMPORAL_ADDRESS=" + proxy.addr(),
+		"RECKON_KAFKA_BROKERS=" + brokers[0], "RECKON_TEMPORAL_ADDRESS=" + hostport,
 		"RECKON_LAKE_ROOT=" + root, "RECKON_TEMPORAL_TASK_QUEUE=archive-kill", "RECKON_METRICS_ADDR=",
 	}
 	cfg, err := config.Load("", env, nil)
@@ -120,9 +118,10 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 		out    *lockedBuffer
 		prefix string // its worker identity's start: "<pid>@"
 	}
-	startChild := func() child {
+	startChild := func(extraEnv ...string) child {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(append(os.Environ(), env...), envChild+"=1", envChildArgs+"=batch\x1f--no-start")
+		cmd.Env = append(cmd.Env, extraEnv...)
 		out := &lockedBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
@@ -148,67 +147,34 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 		t.Logf("killed %s: %s was in flight and stays pending; cursor %d of %d", how, step, cursor(), total)
 	}
 
-	// Kill 1, after the write. Pause the process's link to Temporal while
-	// it archives: an activity it holds writes its files and progress (at
-	// once, or after its first heartbeat, which waits for the server, gives
-	// up at the SDK's heartbeat throttle interval, 12 s here), and its
-	// completion cannot reach the server. A pause that catches no such step
-	// is lifted, and the next one tried.
-	c := startChild()
-	waitFor(t, time.Minute, "the first process to archive", func() (bool, string) {
-		return cursor() > 0, "nothing archived\n" + c.out.String()
+	// Kill 1, after the write. The first process runs with the archive
+	// barrier: a step that has written its files and progress announces
+	// itself on stdout and blocks, so its completion never reaches the
+	// server, however slow the machine.
+	c := startChild(envArchiveBarrier + "=1")
+	var topic string
+	var part int32
+	var from, next int64
+	waitFor(t, 2*time.Minute, "an archive step to reach the barrier", func() (bool, string) {
+		out := c.out.String()
+		i := strings.Index(out, "archive-barrier: ")
+		if i < 0 {
+			return false, "no step at the barrier\n" + out
+		}
+		_, err := fmt.Sscanf(out[i:], archiveBarrierLine, &topic, &part, &from, &next)
+		return err == nil, fmt.Sprintf("barrier line unreadable (%v)\n%s", err, out)
 	})
-	var step archiveStep
-	for try, idle := 1, 0; step.workflowID == ""; {
-		if try > 3 || idle > 30 {
-			t.Fatalf("no pause caught an archive step writing (%d pauses with a step in flight, %d without; cursor %d of %d)\n%s", try-1, idle, cursor(), total, c.out.String())
-		}
-		proxy.pause()
-		before := progress()
-		inFlight, err := startedBy(ctx, tc, c.prefix, ids...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(inFlight) == 0 {
-			// Between steps (archive steps are short): let one more step
-			// run and pause again.
-			idle++
-			proxy.resume()
-			was := cursor()
-			waitFor(t, time.Minute, "the archive to go on between pauses", func() (bool, string) {
-				return cursor() > was, fmt.Sprintf("cursor %d", cursor())
-			})
-			continue
-		}
-		try++
-		paused := time.Now()
-		pollUntil(20*time.Second, func() (bool, string) {
-			now := progress()
-			for _, s := range inFlight {
-				if p := partitionOf(s.workflowID); now[p] > before[p] {
-					t.Logf("evidence: %v into pause %d, partition %d's progress went %d -> %d and the server still holds %s",
-						time.Since(paused).Round(time.Millisecond), try, p, before[p], now[p], s)
-					step = s
-					return true, ""
-				}
-			}
-			return false, ""
-		})
-		if step.workflowID != "" {
-			kill(c, step, "after the write")
-			// Bytes the dead process sent before the kill are held in the
-			// proxy: its completion of the step must never reach the
-			// server, so its connections go before the traffic resumes.
-			proxy.dropConns()
-		}
-		proxy.resume()
-		if step.workflowID == "" {
-			was := cursor()
-			waitFor(t, time.Minute, "the archive to go on after a pause", func() (bool, string) {
-				return cursor() > was, fmt.Sprintf("cursor %d", cursor())
-			})
-		}
+	if got := progress()[part]; got < next {
+		t.Fatalf("step [%d, %d) of partition %d at the barrier, but its progress is %d", from, next, part, got)
 	}
+	inFlight, err := startedBy(ctx, tc, c.prefix, workflows.ArchiveWorkflowID(topic, part))
+	if err != nil || len(inFlight) != 1 {
+		t.Fatalf("step [%d, %d) of partition %d at the barrier, but the server lists %v as started by %s (%v)",
+			from, next, part, inFlight, c.prefix, err)
+	}
+	t.Logf("evidence: partition %d's progress is at %d, written by [%d, %d), and the server holds %s",
+		part, progress()[part], from, next, inFlight[0])
+	kill(c, inFlight[0], "after the write")
 
 	// Kill 2, inside the read: the broker holds the next fetch of the raw
 	// topic, which only an archive activity of the new process makes.
@@ -216,7 +182,7 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 	c = startChild()
 	f := hold.wait(t, time.Minute)
 	id := workflows.ArchiveWorkflowID("m8-suhu-kejadian", f.partition)
-	inFlight, err := startedBy(ctx, tc, c.prefix, id)
+	inFlight, err = startedBy(ctx, tc, c.prefix, id)
 	if err != nil || len(inFlight) != 1 {
 		t.Fatalf("fetch of partition %d from offset %d held, but the server lists %v as started by %s (%v)", f.partition, f.offset, inFlight, c.prefix, err)
 	}
@@ -248,125 +214,6 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 		if c != 1 {
 			t.Fatalf("offset %s archived %d times", o, c)
 		}
-	}
-}
-
-// partitionOf is the partition of an archive workflow ID
-// (archive/<topic>/<partition>).
-func partitionOf(workflowID string) int32 {
-	var p int32
-	_, _ = fmt.Sscanf(workflowID[strings.LastIndex(workflowID, "/")+1:], "%d", &p)
-	return p
-}
-
-// pausableProxy forwards TCP connections to a Temporal frontend; pause
-// holds every byte in either direction until resume, so a worker behind it
-// keeps running its activities but cannot report them.
-type pausableProxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex // protects following fields
-	open  chan struct{}
-	conns []net.Conn
-}
-
-func newPausableProxy(t testing.TB, target string) *pausableProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &pausableProxy{ln: ln, target: target, open: make(chan struct{})}
-	close(p.open)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.serve(c)
-		}
-	}()
-	t.Cleanup(func() {
-		p.resume()
-		ln.Close()
-		<-done
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-	})
-	return p
-}
-
-func (p *pausableProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *pausableProxy) serve(down net.Conn) {
-	up, err := net.Dial("tcp", p.target)
-	if err != nil {
-		down.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns = append(p.conns, down, up)
-	p.mu.Unlock()
-	pipe := func(dst, src net.Conn) {
-		defer dst.Close()
-		defer src.Close()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				p.mu.Lock()
-				open := p.open
-				p.mu.Unlock()
-				<-open
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	go pipe(up, down)
-	go pipe(down, up)
-}
-
-// dropConns closes every connection through the proxy, discarding what
-// it holds: a killed process's requests are not delivered late.
-func (p *pausableProxy) dropConns() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-// pause holds all traffic from now on; resume lets it flow again.
-func (p *pausableProxy) pause() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.open:
-		p.open = make(chan struct{})
-	default:
-	}
-}
-
-func (p *pausableProxy) resume() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.open:
-	default:
-		close(p.open)
 	}
 }
 

@@ -127,9 +127,15 @@ func registerBatch(w worker.Registry, cfg *config.Config, lk *lake.Lake) (closeK
 		return nil, err
 	}
 	w.RegisterWorkflowWithOptions(workflows.Archive, workflow.RegisterOptions{Name: "Archive"})
-	w.RegisterActivity(&activities.Archive{Cfg: cfg, Lake: lk, Kafka: kc})
+	w.RegisterActivity(&activities.Archive{Cfg: cfg, Lake: lk, Kafka: kc, AfterWrite: archiveAfterWrite})
 	return kc.Close, nil
 }
+
+// archiveAfterWrite is activities.Archive.AfterWrite for every batch
+// worker of this process. It is nil: only this package's test binary sets
+// it (TestMain, for a child process that runs as reckon), so no
+// configuration or environment of the reckon binary can reach it.
+var archiveAfterWrite func(ctx context.Context, in activities.ArchiveRangeInput, res activities.ArchiveRangeResult)
 
 // rawTopics are the topics whose every record the lake must hold.
 func rawTopics(cfg *config.Config) []string {

@@ -61,6 +61,8 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 	noKafka := fs.Bool("no-kafka", false, "do not produce to Kafka")
 	start := fs.String("start", "now", "event time of the first event, RFC 3339, or now")
 	keys := fs.Int("keys", 0, "key cardinality: devices (≤ 99), users or fiscal drives (default 20, 50, 20)")
+	keyPrefix := fs.String("key-prefix", "",
+		"put before every device or user id, so runs side by side touch disjoint keys")
 	pace := fs.String("pace", "auto", "auto | on | off: send each record at its simulated arrival on the wall clock; auto = on with --start now when producing to Kafka or running forever. A paced finite run lasts until its latest arrival (window + allowed lateness + delay tail; fiscal: the OFD delay)")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the brokers to answer")
 	late := fs.Float64("late-fraction", def.LateFraction, "share of valid stream events that arrive after their window fired")
@@ -106,6 +108,7 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 	pick("missing-fraction", &o.MissingFraction, *missing)
 	pick("correction-fraction", &o.CorrectionFraction, *correction)
 	o.Seed, o.Count, o.Rate, o.Keys = *seed, *count, *rate, *keys
+	o.KeyPrefix = *keyPrefix
 	o.RedeliveryDelay, o.OFDDelay, o.PartDelay = *redeliver, *ofdDelay, *partDelay
 
 	var problems []error

@@ -148,6 +148,12 @@ func printReport(w io.Writer, lakeRoot string, rep activities.Report, asJSON boo
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		for _, p := range rep.Parts {
+			if !p.OpenUntil.IsZero() {
+				fmt.Fprintf(w, "%s: checked windows up to %s; windows to %s still open (day in progress)\n",
+					p.Stream, p.To.UTC().Format(time.RFC3339), p.OpenUntil.UTC().Format(time.RFC3339))
+			}
+		}
 		r := rep.Total.Reasons
 		fmt.Fprintf(w, "\ncorrection reasons: late beyond lateness %d, missing pane %d, duplicates %d, retracted %d, other %d\n",
 			r.BeyondLateness, r.Missing, r.Duplicates, r.Retracted, r.Other)

@@ -1,8 +1,12 @@
 package workers
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"testing"
+
+	"reckon/activities"
 )
 
 // envChild makes the test binary run as a `reckon` process (its arguments
@@ -12,6 +16,12 @@ import (
 const (
 	envChild     = "WORKERS_TEST_CHILD"
 	envChildArgs = "WORKERS_TEST_CHILD_ARGS"
+	// envArchiveBarrier makes a child's archive steps stop at a barrier
+	// after their lake write: each announces itself on stdout with the
+	// line archiveBarrierLine and then blocks until the process dies, so a
+	// test's SIGKILL lands after the write and before Temporal hears of it.
+	envArchiveBarrier  = "WORKERS_TEST_ARCHIVE_BARRIER"
+	archiveBarrierLine = "archive-barrier: wrote %s %d [%d, %d)\n"
 )
 
 func TestMain(m *testing.M) {
@@ -21,6 +31,12 @@ func TestMain(m *testing.M) {
 		args := os.Args[1:]
 		if a, ok := os.LookupEnv(envChildArgs); ok {
 			args = splitArgs(a)
+		}
+		if os.Getenv(envArchiveBarrier) != "" {
+			archiveAfterWrite = func(_ context.Context, in activities.ArchiveRangeInput, res activities.ArchiveRangeResult) {
+				fmt.Fprintf(os.Stdout, archiveBarrierLine, in.Topic, in.Partition, in.From, res.Next)
+				select {} // until SIGKILL
+			}
 		}
 		os.Exit(Main(ctx, args, os.Stdin, os.Stdout, os.Stderr, os.Environ()))
 	}

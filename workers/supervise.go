@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -35,6 +36,9 @@ type proc struct {
 	runDir string
 	out    io.Writer // terminal
 	outMu  *sync.Mutex
+	// holdChecks counts looks for the hold file, so a test can wait for
+	// the supervisor to have looked again instead of sleeping.
+	holdChecks atomic.Int64
 }
 
 // run supervises p until ctx ends. It returns after the last instance exited.
@@ -85,6 +89,7 @@ const holdPoll = 500 * time.Millisecond
 func (p *proc) holdFile() string { return filepath.Join(p.runDir, p.name+".hold") }
 
 func (p *proc) held() bool {
+	p.holdChecks.Add(1)
 	_, err := os.Stat(p.holdFile())
 	return err == nil
 }

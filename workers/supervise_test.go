@@ -41,8 +41,9 @@ func TestProcHeldDown(t *testing.T) {
 		}
 	}
 	waitFor("held-down message", func() bool { return strings.Contains(said(), "held down while") })
-	// Several hold polls later, still the first start only.
-	time.Sleep(3 * holdPoll)
+	// Three looks at the hold file later, still the first start only.
+	looked := p.holdChecks.Load()
+	waitFor("three more looks at the hold file", func() bool { return p.holdChecks.Load() >= looked+3 })
 	if n := starts(); n != 1 {
 		t.Fatalf("held component started %d times, want 1", n)
 	}

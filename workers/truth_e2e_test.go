@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +120,22 @@ func TestTruthEndToEnd(t *testing.T) {
 		}
 		return out.String(), code
 	}
+	// Traffic stays on while the batch works, as in production: clean
+	// payments on keys of their own (bg-…), so the manifest's windows keep
+	// their truth while the stream's offsets and watermarks move on.
+	stopBackground := st.backgroundTraffic(t, ctx, 40)
+	// Today is still in progress: a reconciliation vouches for the windows
+	// the stream has purged (docs/adr/0015). The background traffic moves
+	// the watermark on; once it has purged the manifest's last window, the
+	// reconciliation of today checks every window of the traffic.
+	var lastEnd time.Time
+	for _, w := range man.Truth {
+		if we, err := time.Parse(time.RFC3339Nano, w.WindowEnd); err == nil && we.After(lastEnd) {
+			lastEnd = we
+		}
+	}
+	st.waitPurgedThrough(t, ctx, "payments", lastEnd)
+	lap("stream purged the traffic's windows")
 	var total activities.TruthReport
 	for _, d := range dates {
 		out, _ := reckon("reconcile", "--date", d, "--wait", "--set", "batch.horizon_wait=3m")
@@ -131,6 +149,12 @@ func TestTruthEndToEnd(t *testing.T) {
 			t.Fatalf("report of %s not in the lake: %v", d, err)
 		}
 		total.Add(rep.Total)
+		for _, part := range rep.Parts {
+			if part.Stream == "payments" && d == lastEnd.Format(time.DateOnly) && part.To.Before(lastEnd) {
+				t.Errorf("the reconciliation of %s checked payments up to %s, short of the traffic's last window end %s",
+					d, part.To.Format(time.TimeOnly), lastEnd.Format(time.TimeOnly))
+			}
+		}
 	}
 	lap("reconcile")
 	if total.Corrected == 0 || total.Reasons.Duplicates == 0 {
@@ -144,7 +168,7 @@ func TestTruthEndToEnd(t *testing.T) {
 	passed, failed := 0, 0
 	for _, p := range obs.snapshot() {
 		k := p.pane.Key + "|" + p.pane.WindowStart.UTC().Format(time.RFC3339)
-		if p.pane.Stream != "payments" {
+		if p.pane.Stream != "payments" || !foreground(p.pane.Key) {
 			continue
 		}
 		if versions[k] == nil {
@@ -187,7 +211,7 @@ func TestTruthEndToEnd(t *testing.T) {
 	result := fmt.Sprintf("e2e: %d passed, %d failed", passed, failed)
 	t.Log(result)
 	lap("check")
-	checkCuratedAgrees(t, ctx, lk, obs, "payments")
+	checkCuratedAgrees(t, ctx, lk, obs, "payments", foreground)
 	lap("curated tables")
 
 	// Replay three days twice: progress shown; the second run publishes nothing.
@@ -204,12 +228,14 @@ func TestTruthEndToEnd(t *testing.T) {
 		}
 		return out, rep, code
 	}
-	before := obs.count()
+	before := obs.batchCount(t, ctx)
 	out1, rep1, _ := cli()
-	mid := obs.catchUp(t, ctx)
+	mid := obs.batchCount(t, ctx)
 	out2, rep2, _ := cli()
-	after := obs.catchUp(t, ctx)
+	after := obs.batchCount(t, ctx)
+	sentBackground := stopBackground()
 	lap("replay x2")
+	t.Logf("background traffic during reconcile and replay: %d events", sentBackground)
 	if !strings.Contains(out1, "(stream, day)s") || len(rep1.Parts) != 6 || len(rep2.Parts) != 6 {
 		t.Errorf("replay: parts %d/%d, output:\n%s", len(rep1.Parts), len(rep2.Parts), out1)
 	}
@@ -335,6 +361,10 @@ func newTruthStack(tb testing.TB, ctx context.Context, o stackOptions) *truthSta
 		"lake.root=" + lakeDir(tb), "metrics.addr=", "stream_worker.instance=e2e", "stream_worker.commit_interval=50ms",
 		"batch.horizon_poll=1s", "batch.correct_debounce=1s", "batch.correct_max_delay=3s",
 		"batch.late_wait=1s", "batch.pane_archive_idle=500ms",
+		// The finalizer off: these tests see what the reconciliation,
+		// replay and targeted corrections correct (TestFinalUnderSteadyTraffic
+		// runs it).
+		"batch.finalize_every=-1s",
 		// A dedup memory shorter than the redelivery delay (2s): the stream
 		// counts some redeliveries twice. Those windows never reach the
 		// late topic; only the reconciliation finds them (duplicates).
@@ -500,6 +530,84 @@ func (st *truthStack) liveTraffic(tb testing.TB, ctx context.Context, seed, coun
 	return tr
 }
 
+// waitPurgedThrough waits until the stream's committed progress on every
+// partition of its topic has purged through end.
+func (st *truthStack) waitPurgedThrough(t *testing.T, ctx context.Context, stream string, end time.Time) {
+	t.Helper()
+	s, ok := st.cfg.StreamByName(stream)
+	if !ok {
+		t.Fatalf("no stream %s", stream)
+	}
+	m, err := topics.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, ok := m.Find(s.Topic)
+	if !ok {
+		t.Fatalf("topic %s not in the topic map", s.Topic)
+	}
+	view, err := newProgressView(st.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	waitFor(t, 2*time.Minute, stream+" purged through "+end.Format(time.TimeOnly), func() (bool, string) {
+		for p := range tp.Partitions {
+			if pr := latestProgress(t, ctx, view, stream, s.Topic, p); pr.PurgedThrough.Before(end) {
+				return false, fmt.Sprintf("%s/%d purged through %s", s.Topic, p, pr.PurgedThrough.Format(time.TimeOnly))
+			}
+		}
+		return true, ""
+	})
+}
+
+// backgroundKeys prefixes the keys of backgroundTraffic.
+const backgroundKeys = "bg-"
+
+// foreground: the key is not background traffic's.
+func foreground(key string) bool { return !strings.HasPrefix(key, backgroundKeys) }
+
+// backgroundTraffic produces clean payments (on time, no duplicates or
+// poison) at rate per second on keys of their own until the returned stop,
+// which returns how many events it sent.
+func (st *truthStack) backgroundTraffic(tb testing.TB, ctx context.Context, rate float64) (stop func() int64) {
+	tb.Helper()
+	o := generate.Options{Scenario: generate.Payments, Seed: 99, IDNonce: 99, Rate: rate, Keys: 20,
+		KeyPrefix: backgroundKeys, Start: time.Now().UTC().Truncate(time.Millisecond)}
+	var err error
+	if o.Target, err = generate.TargetFromConfig(st.cfg, generate.Payments); err != nil {
+		tb.Fatal(err)
+	}
+	g, err := generate.New(o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	prod, err := kgo.NewClient(append(kafkaconn.Opts(st.cfg.Kafka, "generate-bg"), generate.ProducerOpts()...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	var sent atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		done <- g.Run(bctx, generate.NewKafkaSink(prod, nil), generate.RunOptions{Clock: generate.SystemClock,
+			Epoch: o.Start, OnRecord: func(generate.Record) { sent.Add(1) }})
+	}()
+	var once sync.Once
+	stop = func() int64 {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				tb.Errorf("background traffic: %v", err)
+			}
+			prod.Close()
+		})
+		return sent.Load()
+	}
+	tb.Cleanup(func() { stop() })
+	return stop
+}
+
 // tooLate waits until the stream worker has committed every raw record,
 // and with them every late record, then returns the new events among
 // those the stream sent to the late topic, and how many records the late
@@ -645,6 +753,18 @@ func (o *paneObserver) snapshot() []seenPane {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.panes)
+}
+
+// batchCount is the number of batch panes committed so far (catchUp first).
+func (o *paneObserver) batchCount(t testing.TB, ctx context.Context) int {
+	o.catchUp(t, ctx)
+	n := 0
+	for _, p := range o.snapshot() {
+		if p.pane.ComputedBy == event.ComputedByBatch {
+			n++
+		}
+	}
+	return n
 }
 
 func (o *paneObserver) count() int {

@@ -48,6 +48,7 @@ func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, log *sl
 		{workflows.LateWatch, workflows.LateWatchWorkflow},
 		{workflows.PaneArchive, workflows.PaneArchiveWorkflow},
 		{workflows.CurateTables, workflows.CurateTablesWorkflow},
+		{workflows.Finalize, workflows.FinalizeWorkflow},
 	} {
 		w.RegisterWorkflowWithOptions(wf.fn, workflow.RegisterOptions{Name: wf.name})
 	}
@@ -78,7 +79,9 @@ func correctParams(cfg *config.Config, stream string) workflows.CorrectParams {
 	}
 }
 
-// startTruth idempotently starts the long-running parts (pane archive per summaries partition, targeted-correction consumer/workflow) and applies the reconcile schedule.
+// startTruth idempotently starts the long-running parts (pane archive per
+// summaries partition, targeted-correction consumer/workflow, a finalizer per
+// stream) and applies the reconcile schedule.
 func startTruth(ctx context.Context, cfg *config.Config, c client.Client, log *slog.Logger) error {
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -122,6 +125,17 @@ func startTruth(ctx context.Context, cfg *config.Config, c client.Client, log *s
 				err = start(workflows.LateWatchWorkflowID(t, p), fmt.Sprintf("watch %s partition %d for too-late events → targeted corrections", t, p),
 					workflows.LateWatchWorkflow, workflows.LateWatchState{Topic: t, Partition: p, Cursor: -1, Wait: cfg.Batch.LateWait})
 			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if cfg.Batch.FinalizeEvery > 0 {
+		for _, s := range cfg.Streams {
+			err := start(workflows.FinalizeWorkflowID(s.Name),
+				fmt.Sprintf("make the windows of stream %s final as soon as their horizon passes", s.Name),
+				workflows.FinalizeWorkflow, workflows.FinalizeState{Stream: s.Name, Window: s.Window,
+					Every: cfg.Batch.FinalizeEvery, HorizonPoll: cfg.Batch.HorizonPoll})
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -118,29 +119,16 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 		in.To = end
 	}
 	what := describeRange(in)
-	started := workflow.Now(ctx)
-	for polls := 0; ; polls++ {
-		var h activities.HorizonResult
-		if err := workflow.ExecuteActivity(short, a.CheckHorizon, activities.HorizonInput{Stream: in.Stream, To: in.To, After: in.After}).Get(ctx, &h); err != nil {
-			upsert(ctx, SAStatus.ValueSet(StatusFailed))
+	asked := in.To
+	var passedAt time.Time
+	if workflow.GetVersion(ctx, horizonTargetChangeID, workflow.DefaultVersion, 1) == 1 {
+		var err error
+		if in.To, passedAt, err = awaitHorizon(ctx, &st, in, what); err != nil {
 			return activities.RecomputeResult{}, err
 		}
-		if h.Ready {
-			break
-		}
-		st.Waiting = h.Waiting
-		waited := workflow.Now(ctx).Sub(started)
-		if waited >= in.HorizonWait {
-			st.Status = StatusHorizonTimeout
-			upsert(ctx, SAStatus.ValueSet(StatusHorizonTimeout))
-			return activities.RecomputeResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("recompute %s: horizon not reached after %v: %s", what, waited, h.Waiting), ErrTypeHorizon, nil)
-		}
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s",
-			what, polls+1, waited.Round(time.Second), in.HorizonWait, h.Waiting))
-		if err := workflow.Sleep(ctx, in.HorizonPoll); err != nil {
-			return activities.RecomputeResult{}, err
-		}
+		what = describeRange(in)
+	} else if err := awaitHorizonV0(ctx, short, &st, in, what); err != nil {
+		return activities.RecomputeResult{}, err
 	}
 
 	st.Status, st.Waiting = StatusRunning, ""
@@ -160,6 +148,7 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	var res activities.RecomputeResult
 	err := workflow.ExecuteActivity(long, a.RecomputeWindows, activities.RecomputeInput{
 		Stream: in.Stream, From: in.From, To: in.To, Windows: in.Windows, DryRun: in.DryRun, Trigger: in.Trigger,
+		HorizonPassedAt: passedAt,
 	}).Get(ctx, &res)
 	if err != nil {
 		st.Status = StatusFailed
@@ -172,11 +161,135 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	if !in.DryRun && len(res.Files) > 0 && workflow.GetVersion(ctx, curateChangeID, workflow.DefaultVersion, 1) == 1 {
 		startCurateTables(ctx, res.Files)
 	}
+	if asked.After(in.To) {
+		res.Report.OpenUntil = asked
+	}
 	st.Status = resultStatus(res.Report)
 	st.Result = &res
 	upsert(ctx, SAStatus.ValueSet(st.Status), SACorrected.ValueSet(res.Report.Corrected), SAChecked.ValueSet(res.Report.Windows))
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** %s\n\n%s", what, st.Status, reportMarkdown(res.Report)))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** %s%s\n\n%s", what, st.Status, openNote(res.Report),
+		reportMarkdown(res.Report)))
 	return res, nil
+}
+
+// openNote says which windows of a day in progress were left open.
+func openNote(r activities.TruthReport) string {
+	if r.OpenUntil.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf(" (windows up to %s checked; windows to %s still open)",
+		r.To.UTC().Format(time.RFC3339), r.OpenUntil.UTC().Format(time.RFC3339))
+}
+
+// horizonTargetChangeID versions the horizon wait: version 1 keeps each
+// partition's archive target once captured, long-polls the check, and
+// for a day in progress checks the windows final so far
+// (docs/adr/0015-stream-progress.md, "A fixed target"); the default
+// version is the old poll, kept so recorded histories replay.
+const horizonTargetChangeID = "horizon-fixed-target"
+
+// awaitHorizon waits until the range is final and returns its end: in.To,
+// or for a day in progress the end of the windows final so far. passedAt
+// is when the stream's progress passed that end, known only when this
+// run waited for it (else zero: it passed before the run looked).
+func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams, what string) (
+	to, passedAt time.Time, err error) {
+	var a *activities.BatchTruth
+	hin := activities.HorizonInput{Stream: in.Stream, To: in.To, After: in.After, WaitUpTo: in.HorizonPoll}
+	if len(in.Windows) == 0 && dayEnd(in.From).After(workflow.Now(ctx)) {
+		hin.SoFar, hin.From = true, in.From
+	}
+	check := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: in.HorizonPoll + 2*time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic,
+				activities.ErrTypeConfig, activities.ErrTypeTruthSettings, activities.ErrTypeTruthProgressWentBack},
+		},
+	})
+	started := workflow.Now(ctx)
+	waitedForStream := false
+	for polls := 0; ; polls++ {
+		asked := workflow.Now(ctx)
+		var h activities.HorizonResult
+		if err := workflow.ExecuteActivity(check, a.CheckHorizon, hin).Get(ctx, &h); err != nil {
+			upsert(ctx, SAStatus.ValueSet(StatusFailed))
+			return time.Time{}, time.Time{}, err
+		}
+		if h.Ready {
+			if waitedForStream || h.StreamWaited {
+				passedAt = h.PassedAt
+			}
+			if hin.SoFar && !h.To.IsZero() {
+				return h.To, passedAt, nil // final so far, on the first check
+			}
+			return hin.To, passedAt, nil
+		}
+		// Keep what the check captured: the targets, and for a day in
+		// progress the end it picked (docs/adr/0015, "A fixed target").
+		hin.Targets = h.Targets
+		if hin.SoFar && len(h.Targets) > 0 {
+			hin.SoFar, hin.To = false, h.To
+			what = describeRange(RecomputeParams{Stream: in.Stream, From: in.From, To: h.To, DryRun: in.DryRun})
+		}
+		if slices.ContainsFunc(h.Causes, func(c string) bool { return c != activities.HorizonArchive }) {
+			waitedForStream = true
+		}
+		st.Waiting = h.Waiting
+		waited := workflow.Now(ctx).Sub(started)
+		if waited >= in.HorizonWait {
+			st.Status = StatusHorizonTimeout
+			upsert(ctx, SAStatus.ValueSet(StatusHorizonTimeout))
+			return time.Time{}, time.Time{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("recompute %s: horizon not reached after %v: %s", what, waited, h.Waiting), ErrTypeHorizon, nil)
+		}
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s",
+			what, polls+1, waited.Round(time.Second), in.HorizonWait, h.Waiting))
+		// A long poll returns after HorizonPoll; a quicker answer (a short
+		// poll, a retried attempt) waits out the rest of it.
+		if rest := in.HorizonPoll - workflow.Now(ctx).Sub(asked); rest > 0 {
+			if err := workflow.Sleep(ctx, rest); err != nil {
+				return time.Time{}, time.Time{}, err
+			}
+		}
+	}
+}
+
+// dayEnd is the end of the UTC day holding t.
+func dayEnd(t time.Time) time.Time {
+	return t.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+}
+
+// awaitHorizonV0 is the horizon wait of histories recorded before
+// horizonTargetChangeID: it compares with the stream's latest offset.
+func awaitHorizonV0(ctx, short workflow.Context, st *RecomputeStatus, in RecomputeParams, what string) error {
+	var a *activities.BatchTruth
+	started := workflow.Now(ctx)
+	for polls := 0; ; polls++ {
+		var h activities.HorizonResult
+		hin := activities.HorizonInput{Stream: in.Stream, To: in.To, After: in.After}
+		if err := workflow.ExecuteActivity(short, a.CheckHorizon, hin).Get(ctx, &h); err != nil {
+			upsert(ctx, SAStatus.ValueSet(StatusFailed))
+			return err
+		}
+		if h.Ready {
+			return nil
+		}
+		st.Waiting = h.Waiting
+		waited := workflow.Now(ctx).Sub(started)
+		if waited >= in.HorizonWait {
+			st.Status = StatusHorizonTimeout
+			upsert(ctx, SAStatus.ValueSet(StatusHorizonTimeout))
+			return temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("recompute %s: horizon not reached after %v: %s", what, waited, h.Waiting), ErrTypeHorizon, nil)
+		}
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s",
+			what, polls+1, waited.Round(time.Second), in.HorizonWait, h.Waiting))
+		if err := workflow.Sleep(ctx, in.HorizonPoll); err != nil {
+			return err
+		}
+	}
 }
 
 func resultStatus(r activities.TruthReport) string {

@@ -44,6 +44,10 @@ type fakeTruth struct {
 	hold time.Duration
 	// curated records the files of every CurateWindows call.
 	curated [][]string
+	// soFar, when set, is the end a SoFar check picks (with one target,
+	// archive behind); horizons records every check's input.
+	soFar    time.Time
+	horizons []activities.HorizonInput
 }
 
 func newFakeTruth() *fakeTruth {
@@ -67,6 +71,11 @@ func (f *fakeTruth) CheckHorizon(_ context.Context, in activities.HorizonInput) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.checks[in.Stream]++
+	f.horizons = append(f.horizons, in)
+	if in.SoFar && !f.soFar.IsZero() {
+		return activities.HorizonResult{To: f.soFar, Waiting: "archive behind",
+			Causes: []string{activities.HorizonArchive}, Targets: []activities.HorizonTarget{{Partition: 0, Offset: 5}}}, nil
+	}
 	if f.checks[in.Stream] <= f.notReady {
 		return activities.HorizonResult{Waiting: fmt.Sprintf("archive of %s behind (check %d)", in.Stream, f.checks[in.Stream])}, nil
 	}
@@ -225,6 +234,40 @@ func TestRecomputeWaitsForTheHorizon(t *testing.T) {
 	}
 	if n := len(f.calls()); n != 1 {
 		t.Fatalf("%d recomputes, want 1", n)
+	}
+}
+
+// TestRecomputeOfToday: a day in progress is checked so far. The first
+// check picks the end of the windows final so far and captures targets;
+// the next checks keep both (never the stream's latest offset), the
+// recompute covers up to there and the report says which windows were
+// still open.
+func TestRecomputeOfToday(t *testing.T) {
+	f := newFakeTruth()
+	f.soFar = day.Add(9 * time.Hour)
+	env := truthEnv(t, f)
+	env.SetStartTime(day.Add(9*time.Hour + 20*time.Minute))
+	env.ExecuteWorkflow(workflows.RecomputeWorkflow, workflows.RecomputeParams{
+		Stream: "suhu", From: day, To: day.Add(24 * time.Hour), Trigger: activities.TriggerManual, HorizonPoll: time.Minute,
+	})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res activities.RecomputeResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.horizons) != 2 || !f.horizons[0].SoFar || !f.horizons[0].From.Equal(day) ||
+		f.horizons[1].SoFar || !f.horizons[1].To.Equal(f.soFar) || len(f.horizons[1].Targets) != 1 ||
+		f.horizons[0].WaitUpTo != time.Minute {
+		t.Fatalf("horizon checks %+v", f.horizons)
+	}
+	calls := f.calls()
+	if len(calls) != 1 || !calls[0].To.Equal(f.soFar) {
+		t.Fatalf("recomputes %+v, want one up to %v", calls, f.soFar)
+	}
+	if !res.Report.To.Equal(f.soFar) || !res.Report.OpenUntil.Equal(day.Add(24*time.Hour)) {
+		t.Fatalf("report to %v open until %v", res.Report.To, res.Report.OpenUntil)
 	}
 }
 

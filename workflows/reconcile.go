@@ -109,6 +109,11 @@ func Reconcile(ctx workflow.Context, in ReconcileParams) (activities.Report, err
 		rep.Total.Add(results[i].Report)
 	}
 	rep.Total.From, rep.Total.To = day, day.Add(24*time.Hour)
+	for _, p := range rep.Parts {
+		if !p.OpenUntil.IsZero() && p.To.Before(rep.Total.To) {
+			rep.Total.To = p.To // a day in progress: checked up to the earliest stream's end
+		}
+	}
 	if err := workflow.ExecuteActivity(short, a.WriteReport, rep).Get(ctx, &rep.Path); err != nil {
 		return rep, err
 	}

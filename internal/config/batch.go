@@ -44,6 +44,12 @@ type Batch struct {
 	// PaneArchiveIdle is how long the pane archive sleeps when caught up.
 	// Default 2s.
 	PaneArchiveIdle time.Duration `yaml:"pane_archive_idle"`
+	// FinalizeEvery paces the finalizers: a step at most this often. Each
+	// stream's (workflow finalize/<stream>, ADR 0034) makes windows final
+	// as soon as their horizon passes. Default 10s; a negative value turns
+	// the finalizers off (windows are then final only after a
+	// reconciliation, a replay or a targeted correction).
+	FinalizeEvery time.Duration `yaml:"finalize_every"`
 }
 
 func (b *Batch) fillDefaults() {
@@ -66,6 +72,7 @@ func (b *Batch) fillDefaults() {
 		{&b.CatchupWindow, 72 * time.Hour}, {&b.HorizonWait, 6 * time.Hour},
 		{&b.HorizonPoll, 30 * time.Second}, {&b.CorrectDebounce, 10 * time.Second}, {&b.CorrectMaxDelay, time.Minute},
 		{&b.LateWait, 5 * time.Second}, {&b.PaneArchiveIdle, 2 * time.Second},
+		{&b.FinalizeEvery, 10 * time.Second},
 	}
 	for _, d := range defs {
 		if *d.d == 0 {

@@ -68,7 +68,7 @@ func New(o Options) (*Generator, error) {
 		g.keyField, g.valField = "id_perangkat", "suhu_c"
 		for i := 1; i <= o.Keys; i++ {
 			g.devices = append(g.devices, device{
-				id:    fmt.Sprintf("sensor-%02d", i),
+				id:    fmt.Sprintf("%ssensor-%02d", o.KeyPrefix, i),
 				floor: 1 + kr.intn(10),
 				base:  kr.norm(24, 1.2),
 			})
@@ -76,6 +76,9 @@ func New(o Options) (*Generator, error) {
 	case Payments:
 		g.keyField, g.valField = "user_id", "amount"
 		g.users = userIDs(kr, o.Keys)
+		for i := range g.users {
+			g.users[i] = o.KeyPrefix + g.users[i]
+		}
 		total := 0.0
 		for i := range g.users {
 			total += 1 / math.Pow(float64(i+1), 0.8)

@@ -146,6 +146,39 @@ func TestIDNonce(t *testing.T) {
 	}
 }
 
+// TestKeyPrefix: a prefix leaves the traffic as it was and moves every key
+// of a valid stream event into its own key space; fiscal refuses it.
+func TestKeyPrefix(t *testing.T) {
+	for _, s := range []Scenario{Sensors, Payments} {
+		o := noisy(s, 2000)
+		plain := drain(t, o)
+		o.KeyPrefix = "bg-"
+		prefixed := drain(t, o)
+		if len(plain) != len(prefixed) {
+			t.Fatalf("%s: %d records with a prefix, %d without", s, len(prefixed), len(plain))
+		}
+		n := 0
+		for i, r := range prefixed {
+			if r.Category != plain[i].Category || !r.Arrival.Equal(plain[i].Arrival) {
+				t.Fatalf("%s record %d: the prefix changed the traffic: %+v vs %+v", s, i, r, plain[i])
+			}
+			if !r.Category.Valid() || r.Stream == "" {
+				continue
+			}
+			n++
+			if r.KeyName != "bg-"+plain[i].KeyName {
+				t.Fatalf("%s record %d: key %q, want bg-%s", s, i, r.KeyName, plain[i].KeyName)
+			}
+		}
+		if n < 1000 {
+			t.Fatalf("%s: only %d valid events checked", s, n)
+		}
+	}
+	if _, err := New(Options{Scenario: Fiscal, Start: testStart, KeyPrefix: "bg-"}); err == nil {
+		t.Fatal("fiscal took a key prefix")
+	}
+}
+
 // TestFirstKey: fiscal runs over disjoint key ranges make disjoint shifts,
 // and an operator built with FirstKey 0 (the OFD simulator) answers for the
 // keys of a run that started later with that run's figures.

@@ -57,6 +57,7 @@ type OptionsJSON struct {
 	Count                  int64        `json:"count"`
 	Rate                   float64      `json:"rate"`
 	Keys                   int          `json:"keys"`
+	KeyPrefix              string       `json:"key_prefix,omitempty"`
 	LateFraction           float64      `json:"late_fraction"`
 	DelayDist              string       `json:"delay_dist"`
 	BeyondLatenessFraction float64      `json:"beyond_lateness_fraction"`
@@ -82,6 +83,7 @@ type OptionsJSON struct {
 func optionsJSON(o Options) OptionsJSON {
 	j := OptionsJSON{
 		Scenario: o.Scenario, Seed: o.Seed, IDNonce: o.IDNonce, FirstKey: o.FirstKey, Start: fmtTime(o.Start), Count: o.Count, Rate: o.Rate, Keys: o.Keys,
+		KeyPrefix:    o.KeyPrefix,
 		LateFraction: o.LateFraction, DelayDist: o.Delay.String(), BeyondLatenessFraction: o.BeyondLatenessFraction,
 		DuplicateFraction: o.DuplicateFraction, RedeliveryDelay: o.RedeliveryDelay.String(),
 		PoisonFraction: o.PoisonFraction, PoisonKinds: o.PoisonKinds, SkewFraction: o.SkewFraction,

@@ -221,6 +221,10 @@ type Options struct {
 	// Keys is the key cardinality: devices (at most 99), users, or fiscal
 	// drives. Default 20 devices, 50 users, 20 drives.
 	Keys int
+	// KeyPrefix is put before every device id or user id (not the fiscal
+	// drives, whose numbers are their format), so two runs side by side
+	// touch disjoint keys and windows. Default none.
+	KeyPrefix string
 
 	// LateFraction of valid stream events arrive after their window fired
 	// (the watermark passed the window end). Sensors and payments only.
@@ -373,6 +377,9 @@ func (o Options) Validate() error {
 	}
 	if o.FirstKey < 0 || (o.FirstKey > 0 && o.Scenario != Fiscal) {
 		bad("first key %d: must be non-negative, and is for the fiscal scenario only", o.FirstKey)
+	}
+	if o.KeyPrefix != "" && o.Scenario == Fiscal {
+		bad("key prefix %q: fiscal drive numbers take none", o.KeyPrefix)
 	}
 	if o.Scenario == Sensors && o.Keys > 99 {
 		bad("keys %d: sensor ids are sensor-01..sensor-99", o.Keys)

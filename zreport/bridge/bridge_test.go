@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -469,14 +470,43 @@ func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
 }
 
 // TestLingerCoalescesPartsArrivingApart: a key's second part arriving
-// 300 ms after its first, while the bridge lingers after the short poll
-// that found the first, goes in the same call.
+// after the bridge has taken its first, while it lingers after the short
+// poll that found the first, goes in the same call.
 func TestLingerCoalescesPartsArrivingApart(t *testing.T) {
-	base, pc := seededCluster(t, 1)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "parts", "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	pc, err := kgo.NewClient(base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	// The barrier: the bridge (the only consumer here) has taken the first
+	// part, offset 0, once it fetches from offset 1. kgo fetches again only
+	// after a poll took what the last fetch buffered, so the second part,
+	// produced then, comes in a later poll: the linger's, not the first.
+	taken := make(chan struct{})
+	var takenOnce sync.Once
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, tp := range req.(*kmsg.FetchRequest).Topics {
+			for _, p := range tp.Partitions {
+				if p.FetchOffset >= 1 {
+					takenOnce.Do(func() { close(taken) })
+				}
+			}
+		}
+		return nil, nil, false
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tc := &fakeTemporal{}
-	b, err := New(base, tc, Options{Topic: "parts", Group: "g", DLQTopic: "dlq", TaskQueue: "q", Gate: gateOptions(), Linger: 1500 * time.Millisecond})
+	// The longest linger the bridge allows: the second part must arrive
+	// within it, which is the behaviour under test, so it gets all of it.
+	b, err := New(base, tc, Options{Topic: "parts", Group: "g", DLQTopic: "dlq", TaskQueue: "q", Gate: gateOptions(), Linger: MaxLinger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +520,11 @@ func TestLingerCoalescesPartsArrivingApart(t *testing.T) {
 	if err := pc.ProduceSync(ctx, part(1, zreport.TypeOFD)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the scenario: the next part comes later, not a wait for the bridge
+	select {
+	case <-taken:
+	case <-ctx.Done():
+		t.Fatal("the bridge never fetched past the first part")
+	}
 	if err := pc.ProduceSync(ctx, part(2, zreport.TypeDWH)).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
