@@ -134,10 +134,9 @@ func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (O
 		}
 		if p.Timing == event.TimingOnTime && p.ComputedBy == event.ComputedByStream {
 			out.OnTime++
-			// On the stream's processing clock, which the watermark follows.
-			if due := p.WindowEnd.Add(s.OutOfOrderness); p.StreamClock().Before(due) {
-				out.EarlyOnTime = append(out.EarlyOnTime, fmt.Sprintf("%s v%d emitted at processing time %s, due %s",
-					p.RecordKey(), p.Version, p.StreamClock().UTC().Format(time.RFC3339Nano), due.UTC().Format(time.RFC3339Nano)))
+			if due := p.WindowEnd.Add(s.OutOfOrderness); p.EmittedAt.Before(due) {
+				out.EarlyOnTime = append(out.EarlyOnTime, fmt.Sprintf("%s v%d emitted %s, due %s",
+					p.RecordKey(), p.Version, p.EmittedAt.UTC().Format(time.RFC3339Nano), due.UTC().Format(time.RFC3339Nano)))
 			}
 		}
 		k := p.RecordKey()

@@ -758,19 +758,19 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 	// producer before the next drain.
 	out := part.out[:0]
 	a := &part.arena
-	// emitted is when these records are produced, in this transaction:
-	// their emitted_at and Kafka timestamp (the operator stamped its
-	// processing clock, which a restart's re-processing leaves behind).
+	// emitted is when the features are produced, in this transaction:
+	// their emitted_at and Kafka timestamp (the operator stamped the
+	// record's arrival, which a restart's re-processing leaves behind). A
+	// pane's emitted_at stays the operator's processing clock
+	// (event.Pane.EmittedAt); the producer stamps its record's timestamp.
 	var emitted time.Time
 	for _, so := range part.ops {
-		if emitted.IsZero() && len(so.out.Panes)+len(so.out.Features) > 0 {
+		if emitted.IsZero() && len(so.out.Features) > 0 {
 			emitted = w.now().UTC()
 		}
 		for i := range so.out.Panes {
 			p := &so.out.Panes[i]
-			p.EmittedAt = emitted
 			r := a.record(w.cfg.Topics.Summaries)
-			r.Timestamp = emitted
 			r.Key = a.appendString(p.RecordKey())
 			a.reserve(maxOutputJSON)
 			start := len(a.b)

@@ -212,7 +212,7 @@ func collect(t *testing.T, cfg *config.Config) outputs {
 		k := p.RecordKey()
 		o.versions[k] = append(o.versions[k], p.Version)
 		if p.Version > o.final[k].Version {
-			p.EmittedAt, p.ProcessingTime, p.Watermark = time.Time{}, time.Time{}, time.Time{}
+			p.EmittedAt, p.Watermark = time.Time{}, time.Time{}
 			o.final[k] = p
 		}
 	})

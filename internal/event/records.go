@@ -38,31 +38,19 @@ type Pane struct {
 	// Watermark is the partition watermark when the pane was emitted; zero
 	// for batch corrections.
 	Watermark time.Time `json:"watermark"`
-	// EmittedAt is when the pane was produced: the stream worker's clock as
-	// it hands the record to its transaction (also the Kafka record
-	// timestamp), the batch's clock for a correction.
+	// EmittedAt is, for a stream pane, the stream's processing clock when
+	// the operator made it: the arrival (Kafka timestamp) of the latest
+	// record the partition had received, or the idle tick's instant on that
+	// clock — the clock of progress records' processing_time. The batch
+	// compares event arrivals with it (which events came after the pane)
+	// and the verification with progress records, so it is not the time
+	// the worker produced the record: that is the record's Kafka timestamp
+	// (docs/ARCHITECTURE.md "Output times"). For a correction, the batch's
+	// clock when it published.
 	EmittedAt time.Time `json:"emitted_at"`
-	// ProcessingTime is the stream's processing clock when the operator
-	// made the pane: the arrival (Kafka timestamp) of the latest record
-	// the partition had received, or the idle tick's instant on that clock
-	// — the clock progress records carry as processing_time. It can be
-	// well before EmittedAt (a restart re-processes records that arrived
-	// before it). Zero for batch panes and for panes written before it
-	// existed (StreamClock).
-	ProcessingTime time.Time `json:"processing_time,omitzero"`
 	// Reason explains a correction (late events beyond lateness, missing
 	// pane, duplicates); empty for stream panes.
 	Reason string `json:"reason,omitempty"`
-}
-
-// StreamClock returns the processing clock the pane was made at:
-// ProcessingTime, or EmittedAt for a pane written before ProcessingTime
-// existed (then EmittedAt was that clock).
-func (p Pane) StreamClock() time.Time {
-	if !p.ProcessingTime.IsZero() {
-		return p.ProcessingTime
-	}
-	return p.EmittedAt
 }
 
 // RecordKey is the Kafka record key of a pane: stream|key|window_start, with

@@ -38,10 +38,6 @@ func (p *Pane) AppendJSON(b []byte) []byte {
 	b = appendTime(b, p.Watermark)
 	b = append(b, `,"emitted_at":`...)
 	b = appendTime(b, p.EmittedAt)
-	if !p.ProcessingTime.IsZero() {
-		b = append(b, `,"processing_time":`...)
-		b = appendTime(b, p.ProcessingTime)
-	}
 	if p.Reason != "" {
 		b = append(b, `,"reason":`...)
 		b = appendString(b, p.Reason)

@@ -14,8 +14,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	at := time.Date(2026, 11, 7, 8, 30, 0, 123456789, time.UTC)
 	panes := []Pane{
 		{Stream: "suhu", Key: "sensor-07", WindowStart: at, WindowEnd: at.Add(time.Hour), Count: 3, Sum: 73.5, Min: 24.1, Max: 24.9,
-			Version: 2, Timing: TimingLate, ComputedBy: ComputedByStream, Watermark: at, EmittedAt: at.Add(time.Second),
-			ProcessingTime: at},
+			Version: 2, Timing: TimingLate, ComputedBy: ComputedByStream, Watermark: at, EmittedAt: at},
 		{Stream: "p", Key: "we\"ird\\key\n\x01\u2028ü\xff", Count: 1, Sum: 1e21, Min: 1e-7, Max: -0.000001, Version: 9,
 			Timing: TimingCorrection, ComputedBy: ComputedByBatch, Reason: "late events beyond lateness"},
 		{Sum: 590000, Min: 45000, Max: 350000},

@@ -118,8 +118,8 @@ type Record struct {
 	EventTime time.Time
 	// Arrival is processing time: when the shell received the record (the
 	// Kafka record timestamp, or arrived_at in simulate). It drives dedup
-	// expiry, idleness and the outputs' processing time (a feature's
-	// arrived_at, a pane's processing_time); the operator's processing clock is
+	// expiry, idleness, a feature's arrived_at and a pane's emitted_at;
+	// the operator's processing clock is
 	// the maximum of all arrivals and Tick instants, so it never goes back.
 	// It also bounds the watermark: a record advances it by
 	// min(EventTime, Arrival) − OutOfOrderness, so a future-dated event is
