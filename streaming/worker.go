@@ -758,7 +758,16 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 	// producer before the next drain.
 	out := part.out[:0]
 	a := &part.arena
+	// emitted is when the features are produced, in this transaction:
+	// their emitted_at and Kafka timestamp (the operator stamped the
+	// record's arrival, which a restart's re-processing leaves behind). A
+	// pane's emitted_at stays the operator's processing clock
+	// (event.Pane.EmittedAt); the producer stamps its record's timestamp.
+	var emitted time.Time
 	for _, so := range part.ops {
+		if emitted.IsZero() && len(so.out.Features) > 0 {
+			emitted = w.now().UTC()
+		}
 		for i := range so.out.Panes {
 			p := &so.out.Panes[i]
 			r := a.record(w.cfg.Topics.Summaries)
@@ -771,8 +780,9 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 			w.m.pane(so.cfg.Name, p.Timing)
 		}
 		for i := range so.out.Features {
-			f := so.out.Features[i].Event(so.cfg.Name, so.cfg.Rolling)
+			f := so.out.Features[i].Event(so.cfg.Name, so.cfg.Rolling, emitted)
 			r := a.record(w.cfg.Topics.Features)
+			r.Timestamp = emitted
 			r.Key = a.appendString(f.Key)
 			a.reserve(maxOutputJSON)
 			start := len(a.b)

@@ -38,6 +38,15 @@ type Pane struct {
 	// Watermark is the partition watermark when the pane was emitted; zero
 	// for batch corrections.
 	Watermark time.Time `json:"watermark"`
+	// EmittedAt is, for a stream pane, the stream's processing clock when
+	// the operator made it: the arrival (Kafka timestamp) of the latest
+	// record the partition had received, or the idle tick's instant on that
+	// clock — the clock of progress records' processing_time. The batch
+	// compares event arrivals with it (which events came after the pane)
+	// and the verification with progress records, so it is not the time
+	// the worker produced the record: that is the record's Kafka timestamp
+	// (docs/ARCHITECTURE.md "Output times"). For a correction, the batch's
+	// clock when it published.
 	EmittedAt time.Time `json:"emitted_at"`
 	// Reason explains a correction (late events beyond lateness, missing
 	// pane, duplicates); empty for stream panes.
@@ -66,5 +75,12 @@ type Feature struct {
 	Count     int64         `json:"count"`
 	Sum       float64       `json:"sum"`
 	Watermark time.Time     `json:"watermark"`
-	EmittedAt time.Time     `json:"emitted_at"`
+	// EmittedAt is when the feature was produced: the stream worker's clock
+	// as it hands the record to its transaction (also the Kafka record
+	// timestamp). Latency from an event to its feature is EmittedAt (or
+	// when a reader sees it) minus the event's time, not ArrivedAt.
+	EmittedAt time.Time `json:"emitted_at"`
+	// ArrivedAt is the source record's arrival: its Kafka record timestamp
+	// (the broker's append time on reckon's raw topics).
+	ArrivedAt time.Time `json:"arrived_at"`
 }

@@ -66,7 +66,8 @@ func FuzzFeatureJSON(f *testing.F) {
 	f.Add("", "\x00\u2029\xc3", "", int64(-62135596800), int64(0), int64(-1), int64(0), math.NaN(), int64(253402300800), int64(-1))
 	f.Fuzz(func(t *testing.T, stream, key, id string, sec, nsec, size, count int64, sum float64, wmSec, emNsec int64) {
 		ft := Feature{Stream: stream, Key: key, EventID: id, EventTime: time.Unix(sec, nsec).UTC(), Size: time.Duration(size),
-			Count: count, Sum: sum, Watermark: time.Unix(wmSec, 0).UTC(), EmittedAt: time.Unix(0, emNsec).UTC()}
+			Count: count, Sum: sum, Watermark: time.Unix(wmSec, 0).UTC(), EmittedAt: time.Unix(0, emNsec).UTC(),
+			ArrivedAt: time.Unix(sec, emNsec).UTC()}
 		got := ft.AppendJSON(nil)
 		if !json.Valid(got) {
 			t.Fatalf("invalid JSON: %s", got)
@@ -86,7 +87,8 @@ func FuzzFeatureJSON(f *testing.F) {
 			t.Fatalf("decode %s: %v", got, err)
 		}
 		if back.Stream != ft.Stream || back.Key != ft.Key || back.EventID != ft.EventID || !back.EventTime.Equal(ft.EventTime) ||
-			back.Size != ft.Size || back.Count != ft.Count || back.Sum != ft.Sum || !back.Watermark.Equal(ft.Watermark) || !back.EmittedAt.Equal(ft.EmittedAt) {
+			back.Size != ft.Size || back.Count != ft.Count || back.Sum != ft.Sum || !back.Watermark.Equal(ft.Watermark) || !back.EmittedAt.Equal(ft.EmittedAt) ||
+			!back.ArrivedAt.Equal(ft.ArrivedAt) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", back, ft)
 		}
 	})

@@ -66,6 +66,8 @@ func (f *Feature) AppendJSON(b []byte) []byte {
 	b = appendTime(b, f.Watermark)
 	b = append(b, `,"emitted_at":`...)
 	b = appendTime(b, f.EmittedAt)
+	b = append(b, `,"arrived_at":`...)
+	b = appendTime(b, f.ArrivedAt)
 	return append(b, '}')
 }
 

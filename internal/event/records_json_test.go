@@ -30,7 +30,8 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("pane %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
-	f := Feature{Stream: "payments", Key: "Budi", EventID: "a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d", EventTime: at, Size: time.Minute, Count: 3, Sum: 405000, Watermark: at, EmittedAt: at}
+	f := Feature{Stream: "payments", Key: "Budi", EventID: "a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d", EventTime: at, Size: time.Minute, Count: 3, Sum: 405000, Watermark: at,
+		EmittedAt: at.Add(time.Second), ArrivedAt: at}
 	want, _ := json.Marshal(f)
 	if got := f.AppendJSON(nil); !bytes.Equal(got, want) {
 		t.Errorf("feature:\n got %s\nwant %s", got, want)

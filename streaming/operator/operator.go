@@ -118,7 +118,8 @@ type Record struct {
 	EventTime time.Time
 	// Arrival is processing time: when the shell received the record (the
 	// Kafka record timestamp, or arrived_at in simulate). It drives dedup
-	// expiry, idleness and emitted_at; the operator's processing clock is
+	// expiry, idleness, a feature's arrived_at and a pane's emitted_at;
+	// the operator's processing clock is
 	// the maximum of all arrivals and Tick instants, so it never goes back.
 	// It also bounds the watermark: a record advances it by
 	// min(EventTime, Arrival) − OutOfOrderness, so a future-dated event is
@@ -161,15 +162,17 @@ type Feature struct {
 	// HasWatermark false before the first event.
 	Watermark    time.Time
 	HasWatermark bool
-	EmittedAt    time.Time
+	// ArrivedAt is the record's Arrival. When the feature was produced is
+	// the shell's to say (event.Feature.EmittedAt).
+	ArrivedAt time.Time
 }
 
 // Event renders f as the features-topic record of stream with the given
-// rolling size. It allocates the event id text.
-func (f Feature) Event(stream string, size time.Duration) event.Feature {
+// rolling size, produced at emitted. It allocates the event id text.
+func (f Feature) Event(stream string, size time.Duration, emitted time.Time) event.Feature {
 	return event.Feature{
 		Stream: stream, Key: f.Key, EventID: f.ID.String(), EventTime: f.EventTime,
-		Size: size, Count: f.Count, Sum: f.Sum, Watermark: f.Watermark, EmittedAt: f.EmittedAt,
+		Size: size, Count: f.Count, Sum: f.Sum, Watermark: f.Watermark, EmittedAt: emitted, ArrivedAt: f.ArrivedAt,
 	}
 }
 

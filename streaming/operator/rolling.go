@@ -105,7 +105,7 @@ func (o *Operator) feature(r *Record, et int64, out *Out) {
 	k.insert(et, r.Value)
 	w := rollWindow(k.live(), et, o.roll)
 	o.n.features++
-	f := Feature{Ref: r.Ref, ID: r.ID, Key: k.key, EventTime: ts(et), Count: int64(len(w)), Sum: rollSum(w), EmittedAt: ts(o.proc)}
+	f := Feature{Ref: r.Ref, ID: r.ID, Key: k.key, EventTime: ts(et), Count: int64(len(w)), Sum: rollSum(w), ArrivedAt: ts(r.Arrival.UnixNano())}
 	if o.hasWM {
 		f.Watermark, f.HasWatermark = ts(o.wm), true
 	}
