@@ -11,7 +11,10 @@
 // locked down: one SELECT per query, DuckDB reads only the lake directory,
 // no extensions, configuration locked, per-query time limit, memory limit,
 // bearer-token or basic authentication, TLS and mutual TLS
-// (docs/adr/0017-sql-endpoint.md).
+// (docs/adr/0017-sql-endpoint.md). A query that fails because a
+// compaction deleted a lake file it had listed is run again, a bounded
+// number of times, counted on /metrics (retry.go,
+// docs/adr/0031-sql-retry-on-vanished-files.md).
 //
 // DuckDB needs CGO: the engine, the server and the CLI build only with the
 // build tag duckdb_arrow, into the second binary bin/reckon-sql; `reckon`
