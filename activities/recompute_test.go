@@ -146,6 +146,9 @@ func (f *truthFixture) published(t *testing.T) []event.Pane {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, summaries)
+	if err == nil {
+		err = ends.Error()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
