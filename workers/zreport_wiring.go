@@ -101,8 +101,13 @@ func zreportPolicy(cfg *config.Config) zreport.Policy {
 
 func bridgeOptions(cfg *config.Config, log *slog.Logger) bridge.Options {
 	z := cfg.ZReport
+	instance := z.BridgeInstance
+	if z.BridgeMembership == "dynamic" {
+		instance = ""
+	}
 	return bridge.Options{
-		Topic: cfg.Topics.ZReportParts, Group: z.BridgeGroup, DLQTopic: cfg.Topics.DLQ, TaskQueue: cfg.Temporal.TaskQueue,
+		Topic: cfg.Topics.ZReportParts, Group: z.BridgeGroup, InstanceID: instance, DLQTopic: cfg.Topics.DLQ,
+		TaskQueue: cfg.Temporal.TaskQueue,
 		Gate: cfg.Gate,
 		Start: workflows.ZReportInput{
 			Policy:       zreportPolicy(cfg),
