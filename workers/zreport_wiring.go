@@ -108,7 +108,7 @@ func bridgeOptions(cfg *config.Config, log *slog.Logger) bridge.Options {
 	return bridge.Options{
 		Topic: cfg.Topics.ZReportParts, Group: z.BridgeGroup, InstanceID: instance, DLQTopic: cfg.Topics.DLQ,
 		TaskQueue: cfg.Temporal.TaskQueue,
-		Gate: cfg.Gate,
+		Gate:      cfg.Gate,
 		Start: workflows.ZReportInput{
 			Policy:       zreportPolicy(cfg),
 			OFD:          workflows.ZReportOFDOptions{Timeout: z.OFDTimeout, Attempts: z.OFDAttempts, Backoff: z.OFDBackoff},
