@@ -211,6 +211,10 @@ type Dev struct {
 	TemporalPort int `yaml:"temporal_port"`
 	// UIPort of the Temporal UI. Default 8233.
 	UIPort int `yaml:"ui_port"`
+	// OFDPort of the simulated fiscal data operator. `reckon dev` points
+	// zreport.ofd_url and zreport.ofd_sim_addr at 127.0.0.1 on it, so two
+	// dev stacks on one host differ in their dev ports only. Default 8280.
+	OFDPort int `yaml:"ofd_port"`
 	// TemporalBin is the pinned temporal CLI. Default "./bin/temporal".
 	TemporalBin string `yaml:"temporal_bin"`
 	// GenerateRate is the generator's events/s in the dev stack; 0 disables it. Default 20.
@@ -422,6 +426,7 @@ func (c *Config) fillDefaults() {
 	defInt(&c.Dev.KafkaPort, 9092)
 	defInt(&c.Dev.TemporalPort, 7233)
 	defInt(&c.Dev.UIPort, 8233)
+	defInt(&c.Dev.OFDPort, 8280)
 	def(&c.Dev.TemporalBin, "./bin/temporal")
 	defDur(&c.ZReport.OFDRequestAfter, 144*time.Hour)
 	defDur(&c.ZReport.Retention, 720*time.Hour)
@@ -564,7 +569,8 @@ func (c *Config) Validate() error {
 	for _, p := range []struct {
 		name string
 		v    int
-	}{{"dev.kafka_port", c.Dev.KafkaPort}, {"dev.temporal_port", c.Dev.TemporalPort}, {"dev.ui_port", c.Dev.UIPort}} {
+	}{{"dev.kafka_port", c.Dev.KafkaPort}, {"dev.temporal_port", c.Dev.TemporalPort}, {"dev.ui_port", c.Dev.UIPort},
+		{"dev.ofd_port", c.Dev.OFDPort}} {
 		if p.v < 1 || p.v > 65535 {
 			bad("%s: %d is not a port", p.name, p.v)
 		}
