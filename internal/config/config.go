@@ -211,9 +211,10 @@ type Dev struct {
 	TemporalPort int `yaml:"temporal_port"`
 	// UIPort of the Temporal UI. Default 8233.
 	UIPort int `yaml:"ui_port"`
-	// OFDPort of the simulated fiscal data operator. `reckon dev` points
-	// zreport.ofd_url and zreport.ofd_sim_addr at 127.0.0.1 on it, so two
-	// dev stacks on one host differ in their dev ports only. Default 8280.
+	// OFDPort of the simulated fiscal data operator (zreport ofd-sim).
+	// `reckon dev` points zreport.ofd_url and zreport.ofd_sim_addr at
+	// 127.0.0.1 on it, so two dev stacks on one host differ in their dev
+	// ports only. Default 8280.
 	OFDPort int `yaml:"ofd_port"`
 	// TemporalBin is the pinned temporal CLI. Default "./bin/temporal".
 	TemporalBin string `yaml:"temporal_bin"`
