@@ -212,7 +212,7 @@ type Dev struct {
 	// UIPort of the Temporal UI. Default 8233.
 	UIPort int `yaml:"ui_port"`
 	// OFDPort of the simulated fiscal data operator (zreport ofd-sim).
-	// `reckon dev` points zreport.ofd_url and zreport.ofd_sim_addr at
+	// The dev stack points zreport.ofd_url and zreport.ofd_sim_addr at
 	// 127.0.0.1 on it, so two dev stacks on one host differ in their dev
 	// ports only. Default 8280.
 	OFDPort int `yaml:"ofd_port"`

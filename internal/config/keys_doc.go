@@ -77,7 +77,7 @@ var keyDocs = map[string]string{
 	"dev.kafka_port":                       "KafkaPort of the embedded broker.",
 	"dev.temporal_port":                    "TemporalPort of the dev server frontend.",
 	"dev.ui_port":                          "UIPort of the Temporal UI.",
-	"dev.ofd_port":                         "OFDPort of the simulated fiscal data operator (zreport ofd-sim). `reckon dev` points zreport.ofd_url and zreport.ofd_sim_addr at 127.0.0.1 on it, so two dev stacks on one host differ in their dev ports only.",
+	"dev.ofd_port":                         "OFDPort of the simulated fiscal data operator (zreport ofd-sim).",
 	"dev.temporal_bin":                     "TemporalBin is the pinned temporal CLI.",
 	"dev.generate_rate":                    "GenerateRate is the generator's events/s in the dev stack; 0 disables it.",
 	"metrics.addr":                         "Addr to listen on; empty disables.",
