@@ -451,6 +451,7 @@ func (c *Config) fillDefaults() {
 	defInt(&c.ZReport.OFDSimGeneratorKeys, 20)
 	c.Batch.fillDefaults()
 	c.Lake.Compaction.fillDefaults()
+	defDur(&c.Lake.RejectedRetention, 168*time.Hour)
 	c.SQL.fillDefaults()
 	def(&c.SQL.CacheDir, filepath.Join(c.Dev.Dir, "sql-cache"))
 }
