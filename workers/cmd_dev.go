@@ -331,7 +331,11 @@ func devGenerators(cfg *config.Config) []devGenerator {
 	var gens []devGenerator
 	for _, sc := range []string{"sensors", "payments", "fiscal"} {
 		// No --seed: each run draws a fresh event_id nonce.
-		args := []string{"generate", "--scenario", sc, "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0"}
+		// Oversized poison is 1 in 100 poison records, not 1 in 10: each
+		// is ~1 MiB in the topic and the DLQ, and a day of `make dev` must
+		// fit on a laptop (docs/lake.md "rejected").
+		args := []string{"generate", "--scenario", sc, "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0",
+			"--oversized-share", devOversizedShare}
 		if sc == "fiscal" {
 			// The simulated operator answers as this generator's fiscal
 			// operator (zreport.ofd_sim_generator_seed/keys), so the seed
@@ -341,12 +345,16 @@ func devGenerators(cfg *config.Config) []devGenerator {
 			args = []string{"generate", "--scenario", sc, "--rate", "1", "--count", "0",
 				"--seed", strconv.FormatInt(cfg.ZReport.OFDSimGeneratorSeed, 10), "--keys", strconv.Itoa(cfg.ZReport.OFDSimGeneratorKeys),
 				"--id-nonce", "random", "--first-key", "now",
-				"--ofd-delay", "2m", "--part-delay", "30s"}
+				"--ofd-delay", "2m", "--part-delay", "30s", "--oversized-share", devOversizedShare}
 		}
 		gens = append(gens, devGenerator{name: "gen-" + sc, args: args})
 	}
 	return gens
 }
+
+// devOversizedShare is the share of the dev generators' poison that is
+// oversized.
+const devOversizedShare = "0.01"
 
 // The defaults of dev.dir and lake.root (deploy/reckon.yaml).
 const (
