@@ -62,6 +62,9 @@ func TestRawWriterCutsOversized(t *testing.T) {
 	if err != nil || res.Rejected != 2 {
 		t.Fatalf("write: %+v, %v", res, err)
 	}
+	if len(res.Files) != 1 || res.Files[0].Bytes > event.MaxKeptPrefix/2 {
+		t.Errorf("rejected files %+v: want one, far under the 64 KiB kept (the dump compresses; no stats copies)", res.Files)
+	}
 	rows := readParquet[RejectedRow](t, l, "rejected/topic="+topic+"/ingest_date=2026-11-07/"+FileName(topic, 0, 0, 1))
 	if len(rows) != 2 {
 		t.Fatalf("rejected rows %d, want 2", len(rows))
