@@ -152,8 +152,12 @@ func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (Compa
 //
 // CompactHour locks the hour (a lock file; on S3 an object created with a
 // conditional PUT, docs/adr/0011-lake-object-storage.md), so compactions
-// of one hour do not interleave; a lock older than Options.TempMaxAge is
-// considered left by a crash and taken over.
+// of one hour do not interleave. The lock is a lease of
+// Options.CompactLease: the holder works under a deadline of three quarters
+// of it from taking the lock (its writes and removals stop there), so a lock
+// older than the lease is a killed compaction's and is taken over. A
+// compaction that takes over writes a generation two above the highest it
+// sees, so no output of a holder still finishing a write shares its name.
 func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o CompactOptions) (CompactResult, error) {
 	o.fillDefaults()
 	res := CompactResult{Hour: hour.UTC(), Closed: !o.Open}
@@ -173,16 +177,21 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 	// A lock left by a killed compaction is taken over and removed once
 	// stale, work or not.
 	staleLock := slices.ContainsFunc(es, func(e entry) bool {
-		return e.name == lockName && l.opts.Now().Sub(e.modTime) >= l.opts.TempMaxAge
+		return e.name == lockName && l.opts.Now().Sub(e.modTime) >= l.opts.CompactLease
 	})
 	if !hf.needsWork(o, l.opts.Now()) && !o.Sweep && !staleLock {
 		return res, nil
 	}
-	unlock, err := l.store.lock(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
+	taken := l.opts.Now()
+	unlock, err := l.store.lock(ctx, dir, taken, l.opts.CompactLease)
 	if err != nil {
 		return res, err
 	}
 	defer unlock()
+	// The lease: no write or removal of this compaction after it, so
+	// the next one may take a lock as old over.
+	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(l.opts.CompactLease*3/4))
+	defer cancel()
 	tmpGone, err := l.store.removeStale(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
 	res.TempRemoved = tmpGone
 	if err != nil {
@@ -200,7 +209,7 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 	if o.Open {
 		err = l.mergeOpen(ctx, topic, dir, hf, o, &res)
 	} else {
-		err = l.compactClosed(ctx, topic, hour, dir, hf, o, &res)
+		err = l.compactClosed(ctx, topic, hour, dir, hf, o, staleLock, &res)
 	}
 	return res, err
 }
@@ -452,7 +461,8 @@ func openMergeRun(files []compactInput, o CompactOptions) []compactInput {
 // compactClosed merges every file of a closed hour into compacted files
 // without duplicates, records the dropped redeliveries, then deletes the
 // inputs (write, record, delete: no crash point loses an offset).
-func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, dir string, hf hourFiles, o CompactOptions, res *CompactResult) error {
+func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, dir string, hf hourFiles, o CompactOptions,
+	takeover bool, res *CompactResult) error {
 	ddir := droppedHourKey(topic, hour)
 	des, err := l.store.list(ctx, ddir)
 	if err != nil {
@@ -467,6 +477,11 @@ func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, 
 		}
 	}
 	gen++
+	if takeover {
+		// The killed holder may have listed gen-1 as its highest and be
+		// writing gen: skip it.
+		gen++
+	}
 	inputs := slices.Clone(hf.compacted)
 	for _, in := range hf.archive {
 		inputs = append(inputs, in...)

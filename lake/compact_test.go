@@ -304,6 +304,33 @@ func TestCompactOpenHourKeepsLargerFiles(t *testing.T) {
 
 func TestCompactLock(t *testing.T) { forEachStore(t, testCompactLock) }
 
+// TestCompactLockLease: a killed compaction's lock is taken over once it is
+// older than the holder's lease (Options.CompactLease), not after the
+// temporary files' hour; younger, it is refused.
+func TestCompactLockLease(t *testing.T) { forEachStore(t, testCompactLockLease) }
+
+func testCompactLockLease(t *testing.T, opts Options) {
+	opts.CompactLease = 2 * time.Minute
+	l := mustOpen(t, opts)
+	rows := genRows(20, 1, 2, 0, 0, 12)
+	l.WriteRaw(t.Context(), topic, 0, 0, 9, rows[:10])
+	l.WriteRaw(t.Context(), topic, 0, 10, 19, rows[10:])
+	dir := rawHourKey(topic, testStart)
+	putFile(t, l, joinKey(dir, lockName), nil) // a compaction killed just now
+	l.opts.Now = func() time.Time { return time.Now().Add(time.Minute) }
+	if _, err := l.Compact(t.Context(), topic, testStart); err == nil || !strings.Contains(err.Error(), "another compaction") {
+		t.Fatalf("a lock within its lease was taken over: %v", err)
+	}
+	l.opts.Now = func() time.Time { return time.Now().Add(3 * time.Minute) }
+	res, err := l.Compact(t.Context(), topic, testStart)
+	if err != nil || len(res.Written) != 1 || res.Rows != 20 {
+		t.Fatalf("a lock past its lease was not taken over: %+v, %v", res, err)
+	}
+	if got := dirNames(t, l, dir); !slices.Equal(got, []string{"m8-suhu-kejadian-c2-0.parquet"}) {
+		t.Errorf("after the takeover: %v", got)
+	}
+}
+
 func testCompactLock(t *testing.T, opts Options) {
 	l := mustOpen(t, opts)
 	rows := genRows(20, 1, 2, 0, 0, 12)
@@ -322,7 +349,9 @@ func testCompactLock(t *testing.T, opts Options) {
 	if err != nil || len(res.Written) != 1 {
 		t.Fatalf("stale lock not taken over: %+v, %v", res, err)
 	}
-	if got := dirNames(t, l, dir); !slices.Equal(got, []string{"m8-suhu-kejadian-c1-0.parquet"}) {
+	// Taken over: the generation skips the one the killed holder may
+	// have been writing.
+	if got := dirNames(t, l, dir); !slices.Equal(got, []string{"m8-suhu-kejadian-c2-0.parquet"}) {
 		t.Errorf("lock left behind: %v", got)
 	}
 	// While one compaction holds the lock, another is refused.

@@ -83,7 +83,7 @@ func lakeOptions(c config.Lake, root string) (lake.Options, error) {
 	if root == "" {
 		root = c.Root
 	}
-	opts := lake.Options{Root: root}
+	opts := lake.Options{Root: root, CompactLease: c.Compaction.Lease}
 	if c.Faults.Rate > 0 { // chaos only (docs/adr/0022-lake-fault-injection.md)
 		opts.Faults = lake.UniformFaults(uint64(c.Faults.Seed), c.Faults.Rate)
 		slog.Warn("lake: storage fault injection is on (lake.faults: chaos testing only)", "rate", c.Faults.Rate, "seed", c.Faults.Seed)

@@ -42,6 +42,7 @@ var keyDocs = map[string]string{
 	"lake.compaction.poll":                 "Poll is how often the workflow looks for work.",
 	"lake.compaction.lookback":             "Lookback is how far back from now the workflow looks at hours; older hours are left to `reckon lake compact`.",
 	"lake.compaction.late_delay":           "LateDelay is how long files archived into an already compacted closed hour (late events) may wait before the hour is compacted again, unless they reach half of max_open_files.",
+	"lake.compaction.lease":                "Lease is how long one compaction of an hour may hold its lock.",
 	"lake.rejected_retention":              "RejectedRetention is how long the rejected table keeps an ingest date.",
 	"lake.faults.rate":                     "Rate is the fraction of storage calls that draw a transient fault, 0..1.",
 	"lake.faults.seed":                     "Seed makes the faults repeatable.",

@@ -56,6 +56,10 @@ type LakeCompaction struct {
 	// closed hour (late events) may wait before the hour is compacted
 	// again, unless they reach half of max_open_files. Default 10m.
 	LateDelay time.Duration `yaml:"late_delay"`
+	// Lease is how long one compaction of an hour may hold its lock.
+	// It works under a deadline of three quarters of it, and a lock older
+	// than the lease is a killed compaction's, taken over. Default 10m.
+	Lease time.Duration `yaml:"lease"`
 }
 
 func (c *LakeCompaction) fillDefaults() {
@@ -68,7 +72,8 @@ func (c *LakeCompaction) fillDefaults() {
 	for _, d := range []struct {
 		d *time.Duration
 		v time.Duration
-	}{{&c.Margin, 5 * time.Minute}, {&c.Poll, 30 * time.Second}, {&c.Lookback, 7 * 24 * time.Hour}, {&c.LateDelay, 10 * time.Minute}} {
+	}{{&c.Margin, 5 * time.Minute}, {&c.Poll, 30 * time.Second}, {&c.Lookback, 7 * 24 * time.Hour}, {&c.LateDelay, 10 * time.Minute},
+		{&c.Lease, 10 * time.Minute}} {
 		if *d.d == 0 {
 			*d.d = d.v
 		}
@@ -85,7 +90,7 @@ func (c LakeCompaction) validate(bad func(format string, a ...any)) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"margin", c.Margin}, {"poll", c.Poll}, {"lookback", c.Lookback}, {"late_delay", c.LateDelay}} {
+	}{{"margin", c.Margin}, {"poll", c.Poll}, {"lookback", c.Lookback}, {"late_delay", c.LateDelay}, {"lease", c.Lease}} {
 		if d.v < 0 {
 			bad("lake.compaction.%s: must not be negative", d.name)
 		}
