@@ -13,6 +13,7 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/topics"
+	"reckon/workflows"
 )
 
 // finalizeStack is the truth stack with the finalizer and the horizon
@@ -87,8 +88,8 @@ func BenchmarkTimeToFinal(b *testing.B) {
 			}
 			all = append(all, r.EmittedAt.Sub(passed))
 		}
-		return len(all) > 0 && !through.Before(last), fmt.Sprintf("%d windows measured, truth through %s of %s",
-			len(all), through.Format(time.TimeOnly), last.Format(time.TimeOnly))
+		return len(all) > 0 && !through.Before(last), fmt.Sprintf("%d windows measured, truth through %s of %s; %s",
+			len(all), through.Format(time.TimeOnly), last.Format(time.TimeOnly), st.finalizeStatus(ctx, "payments"))
 	})
 	slices.Sort(all)
 	b.ReportMetric(percentile(all, 0.50).Seconds(), "p50-s")
@@ -188,4 +189,18 @@ func (w *purgeWatch) purgedAll() time.Time {
 		}
 	}
 	return low
+}
+
+// finalizeStatus describes the stream's finalizer from its status query.
+func (st *truthStack) finalizeStatus(ctx context.Context, stream string) string {
+	v, err := st.tc.QueryWorkflow(ctx, workflows.FinalizeWorkflowID(stream), "", workflows.FinalizeQueryStatus)
+	if err != nil {
+		return "finalizer: " + err.Error()
+	}
+	var fs workflows.FinalizeState
+	if err := v.Get(&fs); err != nil {
+		return "finalizer: " + err.Error()
+	}
+	return fmt.Sprintf("finalizer: cursor %s, %d steps, %d windows; waiting: %s", fs.Cursor.Format(time.TimeOnly),
+		fs.Steps, fs.Windows, fs.Waiting)
 }

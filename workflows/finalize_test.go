@@ -28,8 +28,11 @@ type finalStream struct {
 	window     time.Duration
 	checks     []activities.HorizonInput
 	recomputes []activities.RecomputeInput
-	curated    int
-	idle       bool // an empty topic: every range is final at once
+	// recomputeAt is the workflow time of each recompute's start.
+	recomputeAt []time.Time
+	curated     int
+	now         func() time.Time // the test environment's clock
+	idle        bool             // an empty topic: every range is final at once
 }
 
 func (f *finalStream) CheckHorizon(_ context.Context, in activities.HorizonInput) (activities.HorizonResult, error) {
@@ -63,6 +66,7 @@ func (f *finalStream) RecomputeWindows(_ context.Context, in activities.Recomput
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.recomputes = append(f.recomputes, in)
+	f.recomputeAt = append(f.recomputeAt, f.now())
 	return activities.RecomputeResult{Report: activities.TruthReport{Stream: in.Stream, From: in.From, To: in.To, Windows: 3},
 		Files: []string{"truth/stream=payments/window_date=2026-11-07/" + in.TruthFile + ".parquet"}}, nil
 }
@@ -82,6 +86,7 @@ func runFinalize(t *testing.T, f *finalStream, start, cursor time.Time, d time.D
 	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartTime(start)
+	f.now = env.Now
 	env.RegisterWorkflowWithOptions(workflows.Finalize, workflow.RegisterOptions{Name: workflows.FinalizeWorkflow})
 	for name, fn := range map[string]any{
 		"CheckHorizon": f.CheckHorizon, "RecomputeWindows": f.RecomputeWindows, "CurateWindows": f.CurateWindows,
@@ -136,7 +141,8 @@ func TestFinalizeSteps(t *testing.T) {
 }
 
 // TestFinalizeNeverRunsAhead: on an empty topic every range is final at
-// once, yet the cursor stops at the present.
+// once; the cursor catches up hour by hour without pacing, yet stops at
+// the present.
 func TestFinalizeNeverRunsAhead(t *testing.T) {
 	start := day.Add(11*time.Hour + 30*time.Minute)
 	f := &finalStream{window: 5 * time.Second, idle: true}
@@ -151,5 +157,14 @@ func TestFinalizeNeverRunsAhead(t *testing.T) {
 	}
 	if !last.To.After(start) {
 		t.Errorf("the cursor stayed behind the clock: %s", last.To)
+	}
+	// Catching up is not paced: the hours 09:00-11:00 took no workflow time.
+	for _, r := range rs[:2] {
+		if !r.To.Equal(r.From.Add(time.Hour)) {
+			t.Errorf("catch-up step [%s, %s): want whole hours", r.From.Format(time.TimeOnly), r.To.Format(time.TimeOnly))
+		}
+	}
+	if f.recomputeAt[1].Sub(f.recomputeAt[0]) > time.Second {
+		t.Errorf("the second catch-up step came %v after the first", f.recomputeAt[1].Sub(f.recomputeAt[0]))
 	}
 }

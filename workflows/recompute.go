@@ -213,6 +213,13 @@ func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams,
 	for polls := 0; ; polls++ {
 		asked := workflow.Now(ctx)
 		var h activities.HorizonResult
+		// The first check answers at once, so a waiting recompute says
+		// why (its details, `reckon reconcile --wait`) without a poll's
+		// delay; the later ones long-poll.
+		hin.WaitUpTo = in.HorizonPoll
+		if polls == 0 {
+			hin.WaitUpTo = 0
+		}
 		if err := workflow.ExecuteActivity(check, a.CheckHorizon, hin).Get(ctx, &h); err != nil {
 			upsert(ctx, SAStatus.ValueSet(StatusFailed))
 			return time.Time{}, time.Time{}, err
