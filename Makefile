@@ -181,9 +181,10 @@ walkthrough: temporal
 # The chaos conservation test (tools/chaos): the dev stack on loopback with a
 # temporary data dir and lake, a finite paced payments run with a manifest,
 # SIGKILLs (stream 3×, batch 2×, Temporal and the broker once) at random
-# points, then reconcile and `reckon verify --truth`. Prints the kills, the
-# ledger and `chaos: N passed, M failed`; under 12 minutes (the reconcile
-# waits ~2 minutes for the late tail's partitions to idle past the windows).
+# points, then, with clean background traffic flowing on keys of its own,
+# reconcile (it must complete under traffic and check every window of the
+# run) and `reckon verify --truth` over both manifests. Prints the kills, the
+# ledger and `chaos: N passed, M failed`; under 12 minutes.
 # CHAOS_ARGS e.g. -seed 42 -keep -count 1800 -rate 10; -lake-faults 0.05
 # also makes 5% of the stack's lake storage calls fail, stall or lose their
 # answer (docs/adr/0022-lake-fault-injection.md).
