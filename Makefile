@@ -170,9 +170,11 @@ e2e: temporal
 
 # The operator walkthrough on real processes (workers/walkthrough_test.go):
 # `reckon dev` → traffic → kill -9 stream and batch → Ctrl-C → `reckon dev`
-# again → reconcile today/yesterday → replay dry run → Ctrl-C; asserts no
-# event_id reused with another payload, every wait says why within 5 s, no
-# ERROR on a clean stop, the batch metrics exist and move; logs the stream's
+# again → reconcile today (it must complete while the demo generators run
+# and say up to where it checked) and yesterday → replay dry run → Ctrl-C →
+# follow it again; asserts no event_id reused with another payload, every
+# command speaks within 5 s and a waiting one says why within 5 s, no ERROR
+# on a clean stop, the batch metrics exist and move; logs the stream's
 # restart wait with dynamic and static membership side by side.
 .PHONY: walkthrough
 walkthrough: temporal
