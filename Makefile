@@ -173,7 +173,8 @@ e2e: temporal
 # again → reconcile today (it must complete while the demo generators run
 # and say up to where it checked) and yesterday → replay dry run → Ctrl-C →
 # follow it again; asserts no event_id reused with another payload, every
-# command speaks within 5 s and a waiting one says why within 5 s, no ERROR
+# command speaks within 5 s and a waiting one says why within 5 s (of its
+# horizon check's answer, for reconcile and replay), no ERROR
 # on a clean stop, the batch metrics exist and move; logs the stream's
 # restart wait with dynamic and static membership side by side.
 .PHONY: walkthrough

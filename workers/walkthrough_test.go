@@ -49,8 +49,9 @@ const replyWithin = 5 * time.Second
 // checked (issue 24), that no event_id repeats with a different payload
 // across the two runs, that every command speaks within 5 s and a waiting
 // one says what it waits for within 5 s (dev start-up; reconcile and
-// replay whenever a recompute's horizon check waits, from the workflows'
-// histories) and what keeps running when interrupted, that a clean stop
+// replay within 5 s of a recompute's horizon check answering "not ready",
+// read from the workflows' histories) and what keeps running when
+// interrupted, that a clean stop
 // logs no ERROR, and that the batch metrics exist and move. It logs the stream's restart
 // wait (kill -9 → partition assigned) with dynamic membership (the first
 // run: the reference) and with static membership (the default, the second
