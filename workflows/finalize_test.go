@@ -80,7 +80,7 @@ func (f *finalStream) CurateWindows(context.Context, activities.CurateInput) (la
 
 // runFinalize runs the finalizer from cursor with the clock at start
 // until it has run for d of workflow time, then cancels it.
-func runFinalize(t *testing.T, f *finalStream, start, cursor time.Time, d time.Duration) {
+func runFinalize(t *testing.T, f *finalStream, start, cursor time.Time, d time.Duration) workflows.FinalizeState {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -93,12 +93,23 @@ func runFinalize(t *testing.T, f *finalStream, start, cursor time.Time, d time.D
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
-	env.RegisterDelayedCallback(env.CancelWorkflow, d)
+	var state workflows.FinalizeState
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(workflows.FinalizeQueryStatus)
+		if err == nil {
+			err = v.Get(&state)
+		}
+		if err != nil {
+			t.Errorf("status query: %v", err)
+		}
+		env.CancelWorkflow()
+	}, d)
 	env.ExecuteWorkflow(workflows.FinalizeWorkflow, workflows.FinalizeState{Stream: "payments", Window: f.window,
 		Cursor: cursor, Every: 10 * time.Second, HorizonPoll: 30 * time.Second})
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("the finalizer did not stop when cancelled")
 	}
+	return state
 }
 
 // TestFinalizeSteps: the cursor moves on step by step as the stream's
@@ -108,8 +119,12 @@ func runFinalize(t *testing.T, f *finalStream, start, cursor time.Time, d time.D
 func TestFinalizeSteps(t *testing.T) {
 	t0 := day.Add(10*time.Hour + 59*time.Minute + 40*time.Second)
 	f := &finalStream{purged: t0, step: 15 * time.Second, window: 5 * time.Second}
-	runFinalize(t, f, t0.Add(time.Minute), t0, 2*time.Minute)
+	state := runFinalize(t, f, t0.Add(time.Minute), t0, 2*time.Minute)
 	rs := f.recomputes
+	if state.Steps != int64(len(rs)) || state.Windows != 3*state.Steps || !state.Cursor.Equal(rs[len(rs)-1].To) {
+		t.Errorf("status: %d steps, %d windows, cursor %s after %d recomputes of 3 windows", state.Steps, state.Windows,
+			state.Cursor.Format(time.TimeOnly), len(rs))
+	}
 	if len(rs) < 4 {
 		t.Fatalf("%d steps in 2 minutes, want at least 4: %+v", len(rs), rs)
 	}
