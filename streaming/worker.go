@@ -61,6 +61,8 @@ type Worker struct {
 	// revokedSeen: partitions were revoked or lost since the transaction
 	// began (Run ends even an empty transaction then).
 	revokedSeen bool
+	// clocklessAt is when watchClockless looks next.
+	clocklessAt time.Time
 }
 
 type tp struct {
@@ -270,9 +272,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		stopping := ctx.Err() != nil
 		if now := w.now(); failed == nil && !stopping && now.Sub(lastTick) >= w.cfg.Stream.TickInterval {
 			lastTick = now
+			w.watchClockless(ctx, sess, now)
 			for _, part := range w.parts {
+				if !w.caughtUp(ctx, part, now) {
+					continue
+				}
 				proc, ok := part.procNow(now)
-				if !ok || !w.caughtUp(ctx, part) {
+				if !ok {
 					continue
 				}
 				for _, so := range part.ops {
@@ -316,6 +322,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		// A record the broker refused must not be committed past: flush,
 		// and abort on any failure (End would commit the rest regardless).
 		ectx, cancel := context.WithTimeout(octx, w.cfg.Stream.TransactionTimeout)
+		ectx = kgo.PreTxnCommitFnContext(ectx, w.commitUnpolled)
 		if err := sess.Client().Flush(ectx); err == nil {
 			if r, n, perrFirst := perr.first(); perrFirst != nil {
 				cancel()
@@ -955,12 +962,19 @@ func (w *Worker) restoreAssigned(ctx context.Context, sess *kgo.GroupTransactSes
 			end, foundEnd = ends.Lookup(k.topic, k.partition)
 		}
 		switch {
-		case err != nil || (found && o.Err != nil) || (found && o.At >= 0 && (!foundEnd || end.Err != nil)):
+		case err != nil || (found && o.Err != nil) || !foundEnd || end.Err != nil:
 			w.eager[k] = now.Add(time.Second)
-		case !found || o.At < 0:
-			delete(w.eager, k) // nothing committed: nothing to restore
 		default:
-			p, err := w.partitionFor(ctx, k, o.At)
+			// Nothing committed (first < 0) restores too: a fresh
+			// partition, or one that held only transaction markers, so
+			// far. It publishes progress like any other (progressDue),
+			// and its clock starts with its first arrival or marker
+			// (catchup.go).
+			first := int64(-1)
+			if found && o.At >= 0 {
+				first = o.At
+			}
+			p, err := w.partitionFor(ctx, k, first)
 			if err != nil {
 				w.log.Debug("eager restore deferred", "topic", k.topic, "partition", k.partition, "err", err)
 				w.eager[k] = now.Add(time.Second)
