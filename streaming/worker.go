@@ -363,7 +363,7 @@ func (w *Worker) runSession(ctx context.Context) error {
 					continue
 				}
 				for _, so := range part.ops {
-					so.op.Tick(proc, &so.out)
+					tickOp(so, proc, part.next)
 				}
 				// Every tick goes into the replay log, even one with no
 				// output: it may have advanced an idle watermark.
@@ -487,6 +487,18 @@ func (w *Worker) drainRevoked(revoked chan []tp) {
 			return
 		}
 	}
+}
+
+// tickOp ticks one operator at proc; next is the partition's next offset
+// then. A partition that has processed no record at all (next 0: only
+// transaction markers, or nothing, below it) starts the operator's idle
+// rule first (operator.StartIdle). The replay calls it with the same
+// values (the log entry's offset), so a restore reaches the same watermark.
+func tickOp(so *streamOp, proc time.Time, next int64) {
+	if next == 0 {
+		so.op.StartIdle(proc)
+	}
+	so.op.Tick(proc, &so.out)
 }
 
 // pollOnce polls for at most wait and runs what arrived through the

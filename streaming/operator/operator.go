@@ -228,7 +228,7 @@ type Operator struct {
 	proc    int64
 	// lastRecord is the processing clock after the last record and
 	// wmAtRecord the watermark right after it: the idle rule's anchor,
-	// valid iff hasAnchor. Before the first record the first Tick sets it
+	// valid iff hasAnchor. Before the first record StartIdle may set it
 	// as if a record had arrived then, dated then
 	// (docs/adr/0033-progress-every-partition-and-broker-outages.md).
 	hasAnchor  bool
@@ -456,12 +456,8 @@ func (o *Operator) horizon() (int64, bool) {
 //     never backwards, and a record resumes the normal rule
 //     (wm = max(wm, max_et − out_of_orderness)). The rule is relative, so
 //     a replay of old data is not made late by the wall clock. Before the
-//     first record, the first Tick stands for it: last_arrival is that
-//     Tick's instant and wm_last that instant − out_of_orderness, so a
-//     partition with no event of the stream (only other types, or only
-//     transaction markers) gets a watermark after IdleTimeout too and its
-//     windows become final
-//     (docs/adr/0033-progress-every-partition-and-broker-outages.md).
+//     first record there is no watermark, unless StartIdle stood in for
+//     that record.
 //   - Early panes: with EmitInterval > 0, the first Tick arms a timer; each
 //     Tick at or after it emits an early pane for every dirty open window
 //     (EmitEarly) and re-arms it EmitInterval later.
@@ -472,10 +468,7 @@ func (o *Operator) Tick(now time.Time, out *Out) {
 		return
 	}
 	o.observe(now.UnixNano())
-	if !o.hasAnchor {
-		o.hasAnchor, o.lastRecord, o.wmAtRecord = true, o.proc, subSat(o.proc, o.ooo)
-	}
-	if o.idle > 0 && o.proc-o.lastRecord >= o.idle {
+	if o.idle > 0 && o.hasAnchor && o.proc-o.lastRecord >= o.idle {
 		o.advance(addSat(o.wmAtRecord, o.proc-o.lastRecord-o.idle), out)
 	}
 	if o.emit > 0 {
@@ -486,6 +479,25 @@ func (o *Operator) Tick(now time.Time, out *Out) {
 			o.nextEmit = addSat(o.proc, o.emit)
 		}
 	}
+}
+
+// StartIdle starts the idle rule of an operator that has seen no record,
+// at processing time now: as if a record had arrived then, dated then, so
+// that once IdleTimeout has passed Tick advances the watermark with
+// processing time — now − OutOfOrderness + (tick − now − IdleTimeout).
+// The shell calls it before Tick for a partition that holds no record at
+// all (only transaction markers): like an empty partition it holds no
+// window, and its windows become final; a record that comes later is
+// judged against that watermark. A partition with records of other event
+// types only does not call it and keeps no watermark
+// (docs/adr/0015-stream-progress.md). A no-op after a record or a first
+// StartIdle (docs/adr/0033-progress-every-partition-and-broker-outages.md).
+func (o *Operator) StartIdle(now time.Time) {
+	if o.hasAnchor || !inRange(now) {
+		return
+	}
+	o.observe(now.UnixNano())
+	o.hasAnchor, o.lastRecord, o.wmAtRecord = true, o.proc, subSat(o.proc, o.ooo)
 }
 
 // Watermark returns the partition watermark; false before the first record

@@ -210,16 +210,26 @@ func TestIdleAdvance(t *testing.T) {
 	}
 }
 
-// A partition with no record of the stream (only other event types, or
-// only transaction markers) gets a watermark from the idle rule too: its
-// first Tick stands for a record then, dated then, and the windows before
-// it become final; a record that comes later is judged against it.
+// A partition that holds no record at all (only transaction markers) gets
+// a watermark from the idle rule: StartIdle stands for a record then,
+// dated then, and the windows before it become final; a record that comes
+// later is judged against it. Without StartIdle (a partition with other
+// event types only) ticks give no watermark.
 func TestIdleAdvanceWithoutRecords(t *testing.T) {
 	opts := Options{Window: time.Minute, OutOfOrderness: 5 * time.Second, AllowedLateness: 10 * time.Second,
 		IdleTimeout: 30 * time.Second}
-	o := mustNew(t, opts)
 	var out Out
-	o.Tick(sec(100), &out) // the anchor: as if a record of 00:01:40 arrived at 00:01:40
+	other := mustNew(t, opts)
+	for _, at := range []int{100, 200, 1000} {
+		other.Tick(sec(at), &out)
+	}
+	if wm, ok := other.Watermark(); ok {
+		t.Fatalf("ticks alone gave a watermark: %v", wm)
+	}
+	o := mustNew(t, opts)
+	o.StartIdle(sec(100)) // as if a record of 00:01:40 arrived at 00:01:40
+	o.Tick(sec(100), &out)
+	o.StartIdle(sec(120)) // no-op: started
 	o.Tick(sec(129), &out)
 	if wm, ok := o.Watermark(); ok {
 		t.Fatalf("a watermark before the idle timeout: %v", wm)
