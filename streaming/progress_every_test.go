@@ -49,8 +49,9 @@ func produceAbortedTo(t *testing.T, cfg *config.Config, partition int32, evs ...
 // then and receives only an aborted transaction later. Both marker-only
 // partitions get a watermark from the idle rule, so their windows become
 // final (CheckHorizon and the compaction's stream basis do not wait for
-// them), and a record of a window their progress declared purged goes to
-// the late topic, as on any partition.
+// them), a restarted worker resumes their watermarks, and a record of a
+// window their progress declared purged goes to the late topic, as on any
+// partition.
 func TestProgressForEveryAssignedPartition(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
@@ -67,7 +68,7 @@ func TestProgressForEveryAssignedPartition(t *testing.T) {
 	for p := int32(0); p < 3; p++ {
 		latest[p] = latestProgress(t, ctx, cfg, st, p)
 	}
-	startRaceWorker(t, cfg)
+	w1 := startRaceWorker(t, cfg)
 	waitFor(t, time.Minute, "progress of every assigned partition, the empty one too", func() (bool, string) {
 		var missing []int32
 		for p := int32(0); p < 3; p++ {
@@ -116,6 +117,17 @@ func TestProgressForEveryAssignedPartition(t *testing.T) {
 			t.Errorf("committed offset of marker-only partition %d: %+v (found %v), want 0", p, o, ok)
 		}
 	}
+	// A restart: the new worker restores the marker-only partitions at
+	// their committed offset and replays their ticks, idle start included,
+	// to the same watermark (the check below: no progress field goes back).
+	w1.stop(t)
+	before := latest[1]()
+	startRaceWorker(t, cfg)
+	waitFor(t, time.Minute, "the restarted worker to republish the marker-only partition's progress", func() (bool, string) {
+		p := latest[1]()
+		return p.PublishedAt.After(before.PublishedAt) && !p.Watermark.IsZero(),
+			fmt.Sprintf("progress of partition 1 %+v, %+v before the restart", p, before)
+	})
 	// An event of the purged window now: late, as on any partition.
 	lateAt := produceTo(t, cfg, 1, pay(6, "u6", now))[0]
 	waitFor(t, time.Minute, "the worker to process the late event", func() (bool, string) {
