@@ -201,7 +201,8 @@ chaos: build temporal
 # with paced payments traffic throughout, hold one component down — the
 # Temporal dev server 10m, the broker 2m, the stream worker 10m (SIGKILL,
 # then `reckon dev`'s hold file keeps it down) — then check that the stream
-# kept publishing / caught up, the archive and the schedule's missed
+# kept publishing / caught up (with the broker down the stream worker's
+# process must never exit), the archive and the schedule's missed
 # reconciliation caught up, nothing was lost, late or published twice
 # because of the outage (reconcile, `reckon verify --truth --lake`). Prints
 # each recovery time, a summary table and `outages: N passed, M failed`;
