@@ -103,6 +103,10 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic, activities.ErrTypeConfig},
 		},
 	})
+	// A whole day still in progress (a reconciliation or replay of today)
+	// is checked "so far"; any other range waits for its end.
+	wholeDay := len(in.Windows) == 0 && in.From.Equal(in.From.UTC().Truncate(24*time.Hour)) &&
+		in.To.Equal(dayEnd(in.From))
 	if len(in.Windows) == 0 {
 		// Only the part of the range that holds anything needs the horizon.
 		var end time.Time
@@ -123,7 +127,7 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	var passedAt time.Time
 	if workflow.GetVersion(ctx, horizonTargetChangeID, workflow.DefaultVersion, 1) == 1 {
 		var err error
-		if in.To, passedAt, err = awaitHorizon(ctx, &st, in, what); err != nil {
+		if in.To, passedAt, err = awaitHorizon(ctx, &st, in, what, wholeDay); err != nil {
 			return activities.RecomputeResult{}, err
 		}
 		what = describeRange(in)
@@ -189,14 +193,15 @@ func openNote(r activities.TruthReport) string {
 const horizonTargetChangeID = "horizon-fixed-target"
 
 // awaitHorizon waits until the range is final and returns its end: in.To,
-// or for a day in progress the end of the windows final so far. passedAt
+// or for a whole day (wholeDay) still in progress the end of the windows
+// final so far. passedAt
 // is when the stream's progress passed that end, known only when this
 // run waited for it (else zero: it passed before the run looked).
-func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams, what string) (
+func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams, what string, wholeDay bool) (
 	to, passedAt time.Time, err error) {
 	var a *activities.BatchTruth
 	hin := activities.HorizonInput{Stream: in.Stream, To: in.To, After: in.After, WaitUpTo: in.HorizonPoll}
-	if len(in.Windows) == 0 && dayEnd(in.From).After(workflow.Now(ctx)) {
+	if wholeDay && dayEnd(in.From).After(workflow.Now(ctx)) {
 		hin.SoFar, hin.From = true, in.From
 	}
 	check := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
