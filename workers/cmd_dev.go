@@ -73,13 +73,15 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	}
 	kafkaAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.KafkaPort))
 	temporalAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.TemporalPort))
-	for name, addr := range map[string]string{"broker": kafkaAddr, "temporal": temporalAddr} {
+	ofdAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.OFDPort))
+	for name, addr := range map[string]string{"broker": kafkaAddr, "temporal": temporalAddr, "ofd": ofdAddr} {
 		if skip[name] {
 			continue
 		}
 		if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
 			c.Close()
-			return fmt.Errorf("%s port %s is already in use: is another `reckon dev` running? (stop it, or change dev.kafka_port/dev.temporal_port)", name, addr)
+			return fmt.Errorf("%s port %s is already in use: is another `reckon dev` running? "+
+				"(stop it, or change dev.kafka_port/dev.temporal_port/dev.ofd_port)", name, addr)
 		}
 	}
 
@@ -93,6 +95,12 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		common = append(common, "--set", s)
 	}
 	common = append(common, "--set", "kafka.brokers="+kafkaAddr, "--set", "temporal.address="+temporalAddr)
+	if !skip["ofd"] {
+		// The batch workers ask the stack's own simulator, on dev.ofd_port;
+		// --without ofd keeps zreport.ofd_url (an operator of your own).
+		common = append(common, "--set", "zreport.ofd_url=http://"+ofdAddr, "--set", "zreport.ofd_sim_addr="+ofdAddr)
+		cfg.ZReport.OFDURL, cfg.ZReport.OFDSimAddr = "http://"+ofdAddr, ofdAddr
+	}
 	// Z-reports on a dev clock: the OFD document is requested minutes, not
 	// six days, after shift close (override with your own --set).
 	for _, kv := range []string{"zreport.ofd_request_after=3m", "zreport.retention=15m", "zreport.ofd_retry=1m", "zreport.linger=5m"} {
@@ -254,10 +262,11 @@ func runDev(ctx context.Context, cx *cmdContext) error {
   Temporal UI     http://127.0.0.1:%d
   Kafka           %s   (./bin/reckon topics describe; ./bin/reckon topics tail %s)
   metrics         http://%s/metrics and the next ports (stream, batch: each logs its own url)
-  lake            %s   (./bin/reckon lake ls%s)%s
+  lake            %s   (./bin/reckon lake ls%s)%s%s
   logs, pids      %s, %s
 Ctrl-C stops everything; the next `+"`reckon dev`"+` resumes from %s.`,
-		cfg.Dev.UIPort, kafkaAddr, cfg.Topics.DLQ, cfg.Metrics.Addr, lake, lakeFlagHint(cfg.Lake.Root), devSQLLine(cfg.SQL.Listen, skip["sql"]), logDir, runDir, dir)
+		cfg.Dev.UIPort, kafkaAddr, cfg.Topics.DLQ, cfg.Metrics.Addr, lake, lakeFlagHint(cfg.Lake.Root), devSQLLine(cfg.SQL.Listen, skip["sql"]),
+		devOFDLine(ofdAddr, skip["ofd"]), logDir, runDir, dir)
 	<-ctx.Done()
 	say("stopping (components in reverse order)...")
 	stopAll()
@@ -271,6 +280,14 @@ func devSQLLine(listen string, skipped bool) string {
 		return ""
 	}
 	return fmt.Sprintf("\n  SQL             grpc://%s   (Arrow Flight SQL; ./bin/reckon sql \"SELECT * FROM windows\")", listen)
+}
+
+// devOFDLine is the OFD simulator's line of the "up" message, or "".
+func devOFDLine(addr string, skipped bool) string {
+	if skipped {
+		return ""
+	}
+	return fmt.Sprintf("\n  OFD operator    http://%s   (simulated; dev.ofd_port)", addr)
 }
 
 // devWaitEvery is how often a start-up wait of `reckon dev` says again
@@ -314,7 +331,11 @@ func devGenerators(cfg *config.Config) []devGenerator {
 	var gens []devGenerator
 	for _, sc := range []string{"sensors", "payments", "fiscal"} {
 		// No --seed: each run draws a fresh event_id nonce.
-		args := []string{"generate", "--scenario", sc, "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0"}
+		// Oversized poison is 1 in 100 poison records, not 1 in 10: each
+		// is ~1 MiB in the topic and the DLQ, and a day of `make dev` must
+		// fit on a laptop (docs/lake.md "rejected").
+		args := []string{"generate", "--scenario", sc, "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0",
+			"--oversized-share", devOversizedShare}
 		if sc == "fiscal" {
 			// The simulated operator answers as this generator's fiscal
 			// operator (zreport.ofd_sim_generator_seed/keys), so the seed
@@ -324,12 +345,16 @@ func devGenerators(cfg *config.Config) []devGenerator {
 			args = []string{"generate", "--scenario", sc, "--rate", "1", "--count", "0",
 				"--seed", strconv.FormatInt(cfg.ZReport.OFDSimGeneratorSeed, 10), "--keys", strconv.Itoa(cfg.ZReport.OFDSimGeneratorKeys),
 				"--id-nonce", "random", "--first-key", "now",
-				"--ofd-delay", "2m", "--part-delay", "30s"}
+				"--ofd-delay", "2m", "--part-delay", "30s", "--oversized-share", devOversizedShare}
 		}
 		gens = append(gens, devGenerator{name: "gen-" + sc, args: args})
 	}
 	return gens
 }
+
+// devOversizedShare is the share of the dev generators' poison that is
+// oversized.
+const devOversizedShare = "0.01"
 
 // The defaults of dev.dir and lake.root (deploy/reckon.yaml).
 const (

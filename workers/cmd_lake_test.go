@@ -178,10 +178,16 @@ func testLakeCommands(t *testing.T, root string, env []string, exists func(key s
 	if len(inv.Tables) != 2 || inv.Tables[0].Rows != 6 || inv.Tables[0].Partitions != 2 || inv.Tables[0].Files != 3 || inv.Tables[1].Rows != 3 {
 		t.Errorf("ls = %+v", inv.Tables)
 	}
+	// The rejected table's retention (lake.rejected_retention, default 7
+	// days) is shown; raw is kept for ever.
+	if len(inv.Tables) == 2 && (inv.Tables[1].Table != lake.RejectedDir || inv.Tables[1].Retention != "7d" || inv.Tables[0].Retention != "") {
+		t.Errorf("ls retention: %+v", inv.Tables)
+	}
 	if len(inv.Progress) != 1 || inv.Progress[0].NextOffset != 10 {
 		t.Errorf("progress = %+v", inv.Progress)
 	}
-	if out := run("ls"); !strings.Contains(out, "raw       m8-suhu-kejadian  2") {
+	if out := run("ls"); !strings.Contains(out, "raw       m8-suhu-kejadian  2") || !strings.Contains(out, "RETENTION") ||
+		!strings.Contains(out, "the compaction workflow deletes an ingest date 7d after its day") {
 		t.Errorf("ls table:\n%s", out)
 	}
 

@@ -108,6 +108,9 @@ func DescribeCompaction(st CompactionState) string {
 	}
 	fmt.Fprintf(&b, " · last pass: %d hours, %d closed compacted, %d open merges, %d redeliveries dropped · most files: %d per open partition-hour, %d per closed hour",
 		r.Hours, r.ClosedHours, r.OpenMerges, r.Dropped, r.MaxOpenFiles, r.MaxClosedFiles)
+	if r.RejectedExpired > 0 {
+		fmt.Fprintf(&b, " · %d rejected files past retention deleted", r.RejectedExpired)
+	}
 	if len(r.Failed) > 0 {
 		fmt.Fprintf(&b, " · failed (retried next pass): %s", strings.Join(r.Failed, "; "))
 	}
