@@ -19,6 +19,7 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/lakeconn"
+	"reckon/internal/numfmt"
 	"reckon/lake"
 )
 
@@ -136,7 +137,8 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 	} else {
 		fmt.Fprintln(tw, "TABLE\tNAME\tPARTITIONS\tFILES\tROWS\tBYTES\tFROM\tTO")
 		for _, t := range inv.Tables {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", t.Table, t.Name, t.Partitions, t.Files, t.Rows, lakeBytes(t.Bytes), lakeRFC3339(t.From), lakeRFC3339(t.To))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Table, t.Name, numfmt.Int(int64(t.Partitions)), numfmt.Int(int64(t.Files)),
+				numfmt.Int(t.Rows), lakeBytes(t.Bytes), lakeRFC3339(t.From), lakeRFC3339(t.To))
 		}
 	}
 	if len(inv.Progress) > 0 {
@@ -518,7 +520,8 @@ func printLakeAggs(out io.Writer, format string, aggs []lake.WindowAgg) error {
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tWINDOW_START\tWINDOW_END\tCOUNT\tSUM\tAVG\tMIN\tMAX")
 		for _, a := range aggs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), a.Count, f(a.Sum), f(avg(a)), f(a.Min), f(a.Max))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd),
+				numfmt.Int(a.Count), numfmt.Float(a.Sum), numfmt.Float(avg(a)), numfmt.Float(a.Min), numfmt.Float(a.Max))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
