@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -15,22 +16,38 @@ import (
 // lines into list items and tables, and numbers into grouped plain
 // notation (2,974,500, never 2.9745e+06).
 
-// mdList renders lines (one per "\n", as activities.HorizonResult.Waiting
-// holds them) as a markdown list, one item per non-empty line.
-func mdList(lines string) string {
+// mdList renders what activities.HorizonResult.Waiting holds as a
+// markdown list, one item per partition: its lines are joined by "\n", a
+// targeted check's by "; " (a "; " inside a line, before no
+// "topic/partition", stays in it).
+func mdList(waiting string) string {
+	var items []string
+	for _, l := range strings.Split(waiting, "\n") {
+		for i, part := range strings.Split(l, "; ") {
+			if i > 0 && !partitionPrefix.MatchString(part) {
+				items[len(items)-1] += "; " + part
+				continue
+			}
+			items = append(items, part)
+		}
+	}
 	var b strings.Builder
-	for _, l := range strings.Split(lines, "\n") {
-		if l = strings.TrimSpace(l); l == "" {
+	for _, it := range items {
+		if it = strings.TrimSpace(it); it == "" {
 			continue
 		}
 		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
 		b.WriteString("- ")
-		b.WriteString(mdEscapeLine(l))
+		b.WriteString(mdEscapeLine(it))
 	}
 	return b.String()
 }
+
+// partitionPrefix matches the start of a horizon line: "topic/partition"
+// then a space or a colon.
+var partitionPrefix = regexp.MustCompile(`^[A-Za-z0-9._-]+/[0-9]+[ :]`)
 
 // mdEscapeLine keeps a line of text from becoming markup: table pipes and
 // emphasis stars are escaped.
@@ -56,8 +73,9 @@ func num3(v float64) string {
 }
 
 // changesMarkdown renders a recompute's corrections as a table: which
-// window changed, from what to what, and why (the reason the truth gives).
-// total is the report's count of corrections; the result holds at most
+// window changed (its UTC start time: a recompute covers one UTC day, named
+// above), from what to what, and why (the reason the truth gives). total
+// is the report's count of corrections; the result holds at most
 // activities.MaxChanges of them.
 func changesMarkdown(changes []activities.WindowChange, total int64) string {
 	if len(changes) == 0 {
@@ -68,16 +86,15 @@ func changesMarkdown(changes []activities.WindowChange, total int64) string {
 	if total > int64(len(changes)) {
 		fmt.Fprintf(&b, " (the first %d of %s)", len(changes), numfmt.Int(total))
 	}
-	b.WriteString("\n\n| key | window | published | truth | version | reason |\n|---|---|---|---|---|---|\n")
+	b.WriteString(" — version, events, sum\n\n| key | window | published | truth | reason |\n|---|---|---|---|---|\n")
 	for _, c := range changes {
 		published := "none"
 		if c.PublishedVersion > 0 {
-			published = fmt.Sprintf("v%d: %s events, sum %s", c.PublishedVersion, numfmt.Int(c.PublishedCount),
+			published = fmt.Sprintf("v%d, %s, %s", c.PublishedVersion, numfmt.Int(c.PublishedCount),
 				numfmt.Float(c.PublishedSum))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s events, sum %s | v%d | %s |\n", mdCell(c.Key),
-			c.WindowStart.UTC().Format(time.RFC3339), published, numfmt.Int(c.TruthCount), numfmt.Float(c.TruthSum),
-			c.Version, mdCell(c.Reason))
+		fmt.Fprintf(&b, "| %s | %s | %s | v%d, %s, %s | %s |\n", mdCell(c.Key), c.WindowStart.UTC().Format(time.TimeOnly),
+			published, c.Version, numfmt.Int(c.TruthCount), numfmt.Float(c.TruthSum), mdCell(c.Reason))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -40,12 +40,15 @@ func TestRecomputeDetailsRenderAsMarkdown(t *testing.T) {
 	waits := []string{
 		"payments-kejadian/0: archived to offset 11402, the range needs 11410",
 		"payments-kejadian/1: no watermark yet (no payment.kejadian event processed; last progress 3s ago)",
+		"payments-kejadian/2 archived to 927, need 1099511627777",
 	}
 	checks := 0
 	env.OnActivity("CheckHorizon", mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.HorizonInput) (activities.HorizonResult, error) {
 			if checks++; checks <= 3 {
-				return activities.HorizonResult{Waiting: strings.Join(waits, "\n"),
+				// Lines as the horizon check joins them: by "\n", a
+				// targeted check's by "; ".
+				return activities.HorizonResult{Waiting: waits[0] + "\n" + waits[1] + "; " + waits[2],
 					Causes: []string{activities.HorizonArchive, activities.HorizonNoWatermark}}, nil
 			}
 			return activities.HorizonResult{Ready: true}, nil
@@ -85,9 +88,10 @@ func TestRecomputeDetailsRenderAsMarkdown(t *testing.T) {
 		t.Errorf("corrected details' first line: %q", lines[0])
 	}
 	for _, want := range []string{
-		"| key | window | published | truth | version | reason |",
-		"| toko\\_7 | 2026-11-07T10:00:00Z | v1: 2 events, sum 2,974,500 | 3 events, sum 3,974,500.25 | v2 | late events |",
-		"| toko-9 | 2026-11-07T10:00:00Z | none | 1 events, sum 10 | v1 | missing in the stream |",
+		"**corrections** — version, events, sum",
+		"| key | window | published | truth | reason |",
+		"| toko\\_7 | 10:00:00 | v1, 2, 2,974,500 | v2, 3, 3,974,500.25 | late events |",
+		"| toko-9 | 10:00:00 | none | v1, 1, 10 | missing in the stream |",
 	} {
 		if !slices.Contains(lines, want) {
 			t.Errorf("corrected details lack the line %q:\n%s", want, end)
