@@ -998,6 +998,9 @@ func checkUI(t *testing.T, ctx context.Context, tc client.Client, ui, dir, recon
 	render("ui-reconcile", ui+"/namespaces/default/workflows/"+url.PathEscape(reconcileID), "reconcile", "recompute payments for")
 	render("ui-recompute-waits", ui+"/namespaces/default/workflows/"+url.PathEscape(waitingID)+"/"+waitingRun+"/user-metadata", "waiting for the horizon", "archived to", "need 1099511627777",
 		"need 2199023255553")
+	// Its input, durations readable (workflows/durations.go).
+	render("ui-recompute-input", ui+"/namespaces/default/workflows/"+url.PathEscape(waitingID)+"/"+waitingRun+"/history",
+		`"horizon_wait": "10m0s"`, `"horizon_poll": "1s"`)
 }
 
 // applyTopicMap applies the embedded topic map to cfg's broker.
