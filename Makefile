@@ -170,9 +170,12 @@ e2e: temporal
 
 # The operator walkthrough on real processes (workers/walkthrough_test.go):
 # `reckon dev` → traffic → kill -9 stream and batch → Ctrl-C → `reckon dev`
-# again → reconcile today/yesterday → replay dry run → Ctrl-C; asserts no
-# event_id reused with another payload, every wait says why within 5 s, no
-# ERROR on a clean stop, the batch metrics exist and move; logs the stream's
+# again → reconcile today (it must complete while the demo generators run
+# and say up to where it checked) and yesterday → replay dry run → Ctrl-C →
+# follow it again; asserts no event_id reused with another payload, every
+# command speaks within 5 s and a waiting one says why within 5 s (of its
+# horizon check's answer, for reconcile and replay), no ERROR
+# on a clean stop, the batch metrics exist and move; logs the stream's
 # restart wait with dynamic and static membership side by side.
 .PHONY: walkthrough
 walkthrough: temporal
@@ -181,9 +184,10 @@ walkthrough: temporal
 # The chaos conservation test (tools/chaos): the dev stack on loopback with a
 # temporary data dir and lake, a finite paced payments run with a manifest,
 # SIGKILLs (stream 3×, batch 2×, Temporal and the broker once) at random
-# points, then reconcile and `reckon verify --truth`. Prints the kills, the
-# ledger and `chaos: N passed, M failed`; under 12 minutes (the reconcile
-# waits ~2 minutes for the late tail's partitions to idle past the windows).
+# points, then, with clean background traffic flowing on keys of its own,
+# reconcile (it must complete under traffic and check every window of the
+# run) and `reckon verify --truth` over both manifests. Prints the kills, the
+# ledger and `chaos: N passed, M failed`; under 12 minutes.
 # CHAOS_ARGS e.g. -seed 42 -keep -count 1800 -rate 10; -lake-faults 0.05
 # also makes 5% of the stack's lake storage calls fail, stall or lose their
 # answer (docs/adr/0022-lake-fault-injection.md).
@@ -197,7 +201,8 @@ chaos: build temporal
 # with paced payments traffic throughout, hold one component down — the
 # Temporal dev server 10m, the broker 2m, the stream worker 10m (SIGKILL,
 # then `reckon dev`'s hold file keeps it down) — then check that the stream
-# kept publishing / caught up, the archive and the schedule's missed
+# kept publishing / caught up (with the broker down the stream worker's
+# process must never exit), the archive and the schedule's missed
 # reconciliation caught up, nothing was lost, late or published twice
 # because of the outage (reconcile, `reckon verify --truth --lake`). Prints
 # each recovery time, a summary table and `outages: N passed, M failed`;

@@ -104,6 +104,10 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic, activities.ErrTypeConfig},
 		},
 	})
+	// A whole day still in progress (a reconciliation or replay of today)
+	// is checked "so far"; any other range waits for its end.
+	wholeDay := len(in.Windows) == 0 && in.From.Equal(in.From.UTC().Truncate(24*time.Hour)) &&
+		in.To.Equal(dayEnd(in.From))
 	if len(in.Windows) == 0 {
 		// Only the part of the range that holds anything needs the horizon.
 		var end time.Time
@@ -124,7 +128,7 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	var passedAt time.Time
 	if workflow.GetVersion(ctx, horizonTargetChangeID, workflow.DefaultVersion, 1) == 1 {
 		var err error
-		if in.To, passedAt, err = awaitHorizon(ctx, &st, in, what); err != nil {
+		if in.To, passedAt, err = awaitHorizon(ctx, &st, in, what, wholeDay); err != nil {
 			return activities.RecomputeResult{}, err
 		}
 		what = describeRange(in)
@@ -191,14 +195,15 @@ func openNote(r activities.TruthReport) string {
 const horizonTargetChangeID = "horizon-fixed-target"
 
 // awaitHorizon waits until the range is final and returns its end: in.To,
-// or for a day in progress the end of the windows final so far. passedAt
+// or for a whole day (wholeDay) still in progress the end of the windows
+// final so far. passedAt
 // is when the stream's progress passed that end, known only when this
 // run waited for it (else zero: it passed before the run looked).
-func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams, what string) (
+func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams, what string, wholeDay bool) (
 	to, passedAt time.Time, err error) {
 	var a *activities.BatchTruth
 	hin := activities.HorizonInput{Stream: in.Stream, To: in.To, After: in.After, WaitUpTo: in.HorizonPoll}
-	if len(in.Windows) == 0 && dayEnd(in.From).After(workflow.Now(ctx)) {
+	if wholeDay && dayEnd(in.From).After(workflow.Now(ctx)) {
 		hin.SoFar, hin.From = true, in.From
 	}
 	check := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -215,6 +220,13 @@ func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams,
 	for polls := 0; ; polls++ {
 		asked := workflow.Now(ctx)
 		var h activities.HorizonResult
+		// The first check answers at once, so a waiting recompute says
+		// why (its details, `reckon reconcile --wait`) without a poll's
+		// delay; the later ones long-poll.
+		hin.WaitUpTo = in.HorizonPoll
+		if polls == 0 {
+			hin.WaitUpTo = 0
+		}
 		if err := workflow.ExecuteActivity(check, a.CheckHorizon, hin).Get(ctx, &h); err != nil {
 			upsert(ctx, SAStatus.ValueSet(StatusFailed))
 			return time.Time{}, time.Time{}, err

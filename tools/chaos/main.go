@@ -3,9 +3,13 @@
 // dev`) on loopback with a temporary data dir and lake, produces a finite
 // payments run with a manifest at a steady rate, SIGKILLs the stream
 // component 3×, the batch component 2×, the Temporal dev server once and
-// the broker once at random points (the dev supervisor restarts them), lets
-// everything settle, runs the reconciliation for the traffic's date(s) and
-// then `reckon verify --truth`. It prints what was killed when, the ledger,
+// the broker once at random points (the dev supervisor restarts them),
+// then, with clean background traffic on keys of its own flowing
+// (devstack.Background: the stream's offsets and watermark keep moving, as
+// in production), waits until the stream has purged the run's last window,
+// runs the reconciliation for the traffic's date(s), checks that it
+// completes and checked every window of the run, stops the background
+// traffic and runs `reckon verify --truth` over both manifests. It prints what was killed when, the ledger,
 // and a final line `chaos: N passed, M failed`; it exits non-zero on any
 // failure. With -lake-faults R (make chaos CHAOS_ARGS='-lake-faults 0.05')
 // the stack's lake storage also fails, stalls or loses the answer of a
@@ -26,6 +30,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -42,6 +47,7 @@ import (
 
 	"reckon/streaming"
 	"reckon/tools/internal/devstack"
+	"reckon/verify/generate"
 )
 
 type kill struct {
@@ -61,6 +67,8 @@ func main() {
 	seed := flag.Int64("seed", 0, "random seed of the kill schedule and the generator (0: from the clock)")
 	budget := flag.Duration("timeout", 12*time.Minute, "give up after this long")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
+	bgRate := flag.Float64("background-rate", 5,
+		"rate of the clean background traffic that flows from the last kill to the end of the reconciliation, events per second")
 	lakeFaults := flag.Float64("lake-faults", 0, "fraction of the dev stack's lake storage calls that fail on purpose (lake.faults.rate, docs/adr/0022-lake-fault-injection.md); 0: none. The reconcile and verify commands read the lake without faults")
 	flag.Parse()
 	if *lakeFaults < 0 || *lakeFaults > 1 {
@@ -74,11 +82,16 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *budget)
 	defer cancel()
-	code := run(ctx, *bin, *temporalBin, *base, *count, *rate, *seed, *lakeFaults, *keep)
+	if *bgRate <= 0 {
+		fmt.Fprintf(os.Stderr, "chaos: -background-rate %v: the reconciliation must run under traffic\n", *bgRate)
+		os.Exit(2)
+	}
+	code := run(ctx, *bin, *temporalBin, *base, *count, *rate, *bgRate, *seed, *lakeFaults, *keep)
 	os.Exit(code)
 }
 
-func run(ctx context.Context, bin, temporalBin, base string, count int64, rate float64, seed int64, lakeFaults float64, keep bool) int {
+func run(ctx context.Context, bin, temporalBin, base string, count int64, rate, bgRate float64, seed int64, lakeFaults float64,
+	keep bool) int {
 	rep := &devstack.Report{Name: "chaos"}
 	say, check, finish := rep.Say, rep.Check, rep.Finish
 	var err error
@@ -180,32 +193,73 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 		check(fmt.Sprintf("kill -9 %s at t+%v and restart", k.name, k.at.Round(time.Second)), k.err)
 	}
 
+	// From here to the end of the reconciliation traffic flows, as in
+	// production (issue 24): clean payments on keys of their own, so the
+	// manifest's windows keep their truth while the stream's offsets and
+	// watermark move on. It starts after the kills: its windows past the
+	// reconciled range are checked against the stream's panes alone.
+	bg, err := st.StartBackground(ctx, bgRate, "bg-", seed+1)
+	if !check("background traffic started", err) {
+		return finish()
+	}
+	defer bg.Stop() // on early returns; stopped and checked below
+	say("background traffic: clean payments at %g/s on %s… keys", bgRate, bg.Keys())
+
 	if gen.Await(ctx, rep, "generator finished, manifest complete") != nil && ctx.Err() != nil {
 		return finish()
 	}
 	say("generator done after %v", time.Since(t0).Round(time.Second))
 
-	// Settle: the stream consumes everything.
-	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
-	err = streaming.WaitCaughtUp(sctx, cfg)
-	scancel()
-	check("stream caught up", err)
+	// The reconciliation of a day in progress checks the windows the
+	// stream has purged (docs/adr/0015-stream-progress.md, "Today so
+	// far"): wait until the background traffic has moved the purge past
+	// the run's last window, so it checks every window of the run.
+	lastEnd, err := lastWindowEnd(gen.Manifest)
+	if !check("manifest read", err) {
+		return finish()
+	}
+	purged, err := st.WaitPurgedThrough(ctx, "payments", lastEnd, 3*time.Minute)
+	check(fmt.Sprintf("stream purged through the run's last window end %s (%s)", lastEnd.UTC().Format(time.TimeOnly),
+		strings.TrimSpace(purged)), err)
 
 	// Reconcile every date the traffic touched (today, and yesterday when
-	// the run crossed midnight), waiting for the report.
+	// the run crossed midnight), waiting for the report, while the
+	// background traffic flows.
 	days := []string{day0}
 	if d := time.Now().UTC().Format(time.DateOnly); d != day0 {
 		days = append(days, d)
 	}
 	for _, d := range days {
+		sent, began := bg.Sent(), time.Now()
+		inProgress := d == began.UTC().Format(time.DateOnly)
 		out, err := devstack.RunCmd(ctx, bin, st.Args("reconcile", "--date", d, "--wait")...)
 		fmt.Print(devstack.Indent(out))
-		check("reconcile "+d, err)
+		took := time.Since(began).Round(time.Second)
+		if err == nil {
+			err = checkedThrough(out, d, inProgress, lastEnd)
+		}
+		check(fmt.Sprintf("reconcile %s completed under traffic in %v, every window of the run checked", d, took), err)
+		var moved error
+		if n := bg.Sent() - sent; n == 0 {
+			moved = errors.New("no background event was produced while it ran")
+		} else {
+			say("background traffic during the reconcile of %s: %d events", d, n)
+		}
+		check("traffic on during the reconcile of "+d, moved)
 	}
 
-	out, err := devstack.RunCmd(ctx, bin, st.Args("verify", "--manifest", gen.Manifest, "--truth")...)
+	n := bg.Sent()
+	check(fmt.Sprintf("background traffic stopped, every one of its %d events acknowledged", n), bg.Stop())
+	// Settle: the stream consumes everything (no traffic now: a fixed end).
+	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
+	err = streaming.WaitCaughtUp(sctx, cfg)
+	scancel()
+	check("stream caught up", err)
+
+	out, err := devstack.RunCmd(ctx, bin, st.Args("verify", "--manifest", gen.Manifest, "--manifest", bg.Manifest, "--truth")...)
 	fmt.Print(devstack.Indent(out))
-	check("verify --truth (conserved: produced = accepted + late + dead-lettered + duplicates; closed windows = truth)", err)
+	check("verify --truth of the run and the background traffic (conserved: produced = accepted + late + "+
+		"dead-lettered + duplicates; closed windows = truth)", err)
 
 	if lakeFaults > 0 {
 		injected := strings.Count(devstack.ReadFileString(st.LogPath), "lake: injected ")
@@ -225,6 +279,58 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 		fmt.Printf("  t+%-5v %-8s pid %-7d %s\n", k.at.Round(time.Second), k.name, k.pid, status)
 	}
 	return finish()
+}
+
+// lastWindowEnd is the latest window end of the manifest's truth.
+func lastWindowEnd(path string) (time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer f.Close()
+	m, err := generate.ReadManifest(f)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var last time.Time
+	for _, w := range m.Truth {
+		end, err := time.Parse(time.RFC3339Nano, w.WindowEnd)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%s: window end %q: %w", path, w.WindowEnd, err)
+		}
+		if end.After(last) {
+			last = end
+		}
+	}
+	if last.IsZero() {
+		return last, fmt.Errorf("%s: no truth window", path)
+	}
+	return last, nil
+}
+
+// checkedThrough reads, from the reconcile report of day (printReport's
+// table), up to where it checked the payments stream: a day in progress
+// must say it ("payments: checked windows up to T; …"), and when the run's
+// last window end lastEnd falls in day, T must be at or past it.
+func checkedThrough(out, day string, inProgress bool, lastEnd time.Time) error {
+	const prefix = "payments: checked windows up to "
+	i := strings.Index(out, prefix)
+	if i < 0 {
+		if inProgress {
+			return fmt.Errorf("the report of %s, a day in progress, does not say up to where it checked payments", day)
+		}
+		return nil // a past day: checked whole
+	}
+	rest := out[i+len(prefix):]
+	to, err := time.Parse(time.RFC3339, rest[:strings.IndexAny(rest+";", "; \n")])
+	if err != nil {
+		return fmt.Errorf("report line %q: %w", strings.SplitN(out[i:], "\n", 2)[0], err)
+	}
+	if lastEnd.Add(-time.Nanosecond).UTC().Format(time.DateOnly) == day && to.Before(lastEnd) {
+		return fmt.Errorf("checked payments up to %s only, the run's windows end at %s", to.UTC().Format(time.TimeOnly),
+			lastEnd.UTC().Format(time.TimeOnly))
+	}
+	return nil
 }
 
 // schedule spreads the kills over [from, to) at random, at least gap apart.
