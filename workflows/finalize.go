@@ -143,7 +143,7 @@ func Finalize(ctx workflow.Context, st FinalizeState) error {
 			}
 			st.Waiting = h.Waiting
 			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** finalized up to %s; waiting for the horizon\n\n%s",
-				st.Stream, fmtTime(st.Cursor), h.Waiting))
+				st.Stream, fmtTime(st.Cursor), mdList(h.Waiting)))
 			// A long poll took its time; a quick answer waits out the rest.
 			nextStep = asked.Add(st.HorizonPoll)
 			if workflow.Now(ctx).Sub(asked) >= st.HorizonPoll/2 {

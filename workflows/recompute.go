@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/activities"
+	"reckon/internal/numfmt"
 )
 
 // Batch-truth workflow names (docs/adr/0008-batch-truth.md).
@@ -171,8 +172,9 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	st.Status = resultStatus(res.Report)
 	st.Result = &res
 	upsert(ctx, SAStatus.ValueSet(st.Status), SACorrected.ValueSet(res.Report.Corrected), SAChecked.ValueSet(res.Report.Windows))
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** %s%s\n\n%s", what, st.Status, openNote(res.Report),
-		reportMarkdown(res.Report)))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** %s%s · trigger: %s\n\n%s%s", what, st.Status,
+		openNote(res.Report), triggerText(in.Trigger), reportMarkdown(res.Report),
+		changesMarkdown(res.Changes, res.Report.Corrected)))
 	return res, nil
 }
 
@@ -257,7 +259,7 @@ func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams,
 				fmt.Sprintf("recompute %s: horizon not reached after %v: %s", what, waited, h.Waiting), ErrTypeHorizon, nil)
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s",
-			what, polls+1, waited.Round(time.Second), in.HorizonWait, h.Waiting))
+			what, polls+1, waited.Round(time.Second), in.HorizonWait, mdList(h.Waiting)))
 		// A long poll returns after HorizonPoll; a quicker answer (a short
 		// poll, a retried attempt) waits out the rest of it.
 		if rest := in.HorizonPoll - workflow.Now(ctx).Sub(asked); rest > 0 {
@@ -297,7 +299,7 @@ func awaitHorizonV0(ctx, short workflow.Context, st *RecomputeStatus, in Recompu
 				fmt.Sprintf("recompute %s: horizon not reached after %v: %s", what, waited, h.Waiting), ErrTypeHorizon, nil)
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s",
-			what, polls+1, waited.Round(time.Second), in.HorizonWait, h.Waiting))
+			what, polls+1, waited.Round(time.Second), in.HorizonWait, mdList(h.Waiting)))
 		if err := workflow.Sleep(ctx, in.HorizonPoll); err != nil {
 			return err
 		}
@@ -330,9 +332,10 @@ func reportMarkdown(r activities.TruthReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| windows | stream exact | matched | corrected | missing | events beyond lateness | count err max/mean | sum err max/mean |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %g / %.3g | %g / %.3g |",
-		r.Windows, r.StreamExact, r.Matched, r.Corrected, r.Missing, r.EventsBeyondLateness,
-		r.CountErrMax, r.CountErrMean, r.SumErrMax, r.SumErrMean)
+	fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |",
+		numfmt.Int(r.Windows), numfmt.Int(r.StreamExact), numfmt.Int(r.Matched),
+		numfmt.Int(r.Corrected), numfmt.Int(r.Missing), numfmt.Int(r.EventsBeyondLateness),
+		numfmt.Float(r.CountErrMax), num3(r.CountErrMean), numfmt.Float(r.SumErrMax), num3(r.SumErrMean))
 	return b.String()
 }
 
