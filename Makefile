@@ -210,10 +210,22 @@ walkthrough: temporal
 # also makes 5% of the stack's lake storage calls fail, stall or lose their
 # answer (docs/adr/0022-lake-fault-injection.md).
 CHAOS_ARGS ?=
-.PHONY: chaos
+.PHONY: chaos chaos-s3
 chaos: build temporal
 	$(GO) build -o $(BIN)/chaos ./tools/chaos
 	$(BIN)/chaos -bin $(BIN)/reckon -temporal $(TEMPORAL) -config deploy/reckon.yaml $(CHAOS_ARGS)
+
+# make chaos with the lake on a real S3 server (SeaweedFS under `reckon dev
+# --set dev.s3=true`), which is SIGKILLed once too (ADR 0035).
+chaos-s3: weed
+	$(MAKE) chaos CHAOS_ARGS="-s3 -weed $(WEED) $(CHAOS_ARGS)"
+
+# `make dev` with the lake on a real S3 server: SeaweedFS in .reckon/s3,
+# S3 on 127.0.0.1:8333, the lake s3://reckon-lake/lake (ADR 0035). Other
+# commands find it with --set dev.s3=true.
+.PHONY: dev-s3
+dev-s3: build temporal weed
+	$(BIN)/reckon dev --set dev.s3=true
 
 # The long-outage tests (tools/outages): three dev stacks on loopback, each
 # with paced payments traffic throughout, hold one component down — the

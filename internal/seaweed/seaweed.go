@@ -24,6 +24,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
 )
 
 // ErrNoBinary is returned by Start when the weed binary is missing.
@@ -51,26 +52,26 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Server is a running weed server. Stop ends it.
-type Server struct {
+// Setup is a weed server made ready to start: its command line, and where
+// and to whom its S3 gateway answers. `reckon dev` supervises the command
+// as one of its components; Start runs it for tests.
+type Setup struct {
+	// Bin and Args are the command line; it runs in Dir.
+	Bin  string
+	Args []string
+	Dir  string
 	// Endpoint is the S3 gateway's URL, http://127.0.0.1:<port>.
 	Endpoint string
 	// AccessKeyID and SecretAccessKey are the identity it accepts.
 	AccessKeyID, SecretAccessKey string
-	// Log is the server's log file.
-	Log string
-
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // set before done is closed
-	once sync.Once
+	// Buckets are made by WaitReady.
+	Buckets []string
+	timeout time.Duration
 }
 
-// Start starts weed server with an S3 gateway on loopback and returns when
-// a test object can be written, read and deleted in each of opts.Buckets
-// (the volume server has joined the master). ctx bounds the start only;
-// the server runs until Stop.
-func Start(ctx context.Context, opts Options) (*Server, error) {
+// Prepare checks the binary, creates opts.Dir with the identities file
+// and picks the ports.
+func Prepare(opts Options) (*Setup, error) {
 	if opts.Bin == "" {
 		opts.Bin = "./bin/weed"
 	}
@@ -83,6 +84,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("seaweed: Options.Dir is required")
 	}
+	for _, b := range opts.Buckets {
+		if err := s3utils.CheckValidBucketNameStrict(b); err != nil {
+			return nil, fmt.Errorf("seaweed: bucket %q: %w", b, err)
+		}
+	}
 	bin, err := filepath.Abs(opts.Bin)
 	if err == nil {
 		_, err = os.Stat(bin)
@@ -90,33 +96,18 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w at %s (run `make weed`): %v", ErrNoBinary, opts.Bin, err)
 	}
-	data := filepath.Join(opts.Dir, "data")
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("seaweed: %w", err)
+	}
+	data := filepath.Join(dir, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return nil, fmt.Errorf("seaweed: %w", err)
 	}
-	ident := filepath.Join(opts.Dir, "s3-identities.json")
+	ident := filepath.Join(dir, "s3-identities.json")
 	if err := writeIdentities(ident, opts.AccessKeyID, opts.SecretAccessKey); err != nil {
 		return nil, err
 	}
-	// A port picked free may be taken before weed binds it: try again
-	// with new ones when the server exits while starting.
-	var last error
-	for attempt := 0; attempt < 3; attempt++ {
-		s, err := start(ctx, bin, data, ident, opts)
-		if err == nil {
-			return s, nil
-		}
-		last = err
-		if ctx.Err() != nil || !errors.Is(err, errExited) {
-			break
-		}
-	}
-	return nil, last
-}
-
-var errExited = errors.New("seaweed: weed server exited while starting")
-
-func start(ctx context.Context, bin, data, ident string, opts Options) (*Server, error) {
 	ports, err := freePorts(8)
 	if err != nil {
 		return nil, err
@@ -136,45 +127,97 @@ func start(ctx context.Context, bin, data, ident string, opts Options) (*Server,
 		// As AWS S3: a PUT into a missing bucket fails (NoSuchBucket).
 		"-s3.autoCreateBucket=false",
 	}
-	logPath := filepath.Join(opts.Dir, "weed.log")
+	return &Setup{Bin: bin, Args: args, Dir: dir, Endpoint: "http://127.0.0.1:" + p(0),
+		AccessKeyID: opts.AccessKeyID, SecretAccessKey: opts.SecretAccessKey,
+		Buckets: opts.Buckets, timeout: opts.Timeout}, nil
+}
+
+// Server is a running weed server. Stop ends it.
+type Server struct {
+	*Setup
+	// Log is the server's log file.
+	Log string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // set before done is closed
+	once sync.Once
+}
+
+// Start starts weed server with an S3 gateway on loopback and returns when
+// a test object can be written, read and deleted in each of opts.Buckets
+// (the volume server has joined the master). ctx bounds the start only;
+// the server runs until Stop.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	// A port picked free may be taken before weed binds it: try again
+	// with new ones when the server exits while starting.
+	var last error
+	for attempt := 0; attempt < 3; attempt++ {
+		su, err := Prepare(opts)
+		if err != nil {
+			return nil, err
+		}
+		s, err := start(ctx, su)
+		if err == nil {
+			return s, nil
+		}
+		last = err
+		if ctx.Err() != nil || !errors.Is(err, errExited) {
+			break
+		}
+	}
+	return nil, last
+}
+
+var errExited = errors.New("seaweed: weed server exited while starting")
+
+func start(ctx context.Context, su *Setup) (*Server, error) {
+	logPath := filepath.Join(su.Dir, "weed.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("seaweed: %w", err)
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = opts.Dir
+	cmd := exec.Command(su.Bin, su.Args...)
+	cmd.Dir = su.Dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, and killed with the process that started it
 	// (a test binary that dies leaves no server behind).
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("seaweed: start %s: %w", bin, err)
+		return nil, fmt.Errorf("seaweed: start %s: %w", su.Bin, err)
 	}
-	s := &Server{
-		Endpoint: "http://127.0.0.1:" + p(0), AccessKeyID: opts.AccessKeyID, SecretAccessKey: opts.SecretAccessKey,
-		Log: logPath, cmd: cmd, done: make(chan struct{}),
-	}
+	s := &Server{Setup: su, Log: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		s.err = cmd.Wait()
 		logf.Close()
 		close(s.done)
 	}()
-	if err := s.ready(ctx, opts.Buckets, opts.Timeout); err != nil {
+	if err := su.wait(ctx, s.done); err != nil {
 		s.Stop()
+		if errors.Is(err, errExited) {
+			err = fmt.Errorf("%w (%v); log %s:\n%s", err, s.err, logPath, tail(logPath))
+		} else {
+			err = fmt.Errorf("%w; log %s:\n%s", err, logPath, tail(logPath))
+		}
 		return nil, err
 	}
 	return s, nil
 }
 
-// ready waits until every bucket exists and takes a write, read and delete.
-func (s *Server) ready(ctx context.Context, buckets []string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+// WaitReady waits until every bucket of the setup exists and takes a
+// write, read and delete, for at most Options.Timeout.
+func (su *Setup) WaitReady(ctx context.Context) error { return su.wait(ctx, nil) }
+
+// wait is WaitReady that also gives up when exited is closed.
+func (su *Setup) wait(ctx context.Context, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, su.timeout)
 	defer cancel()
-	c, err := s.Client()
+	c, err := su.Client()
 	if err != nil {
 		return err
 	}
+	buckets := su.Buckets
 	if len(buckets) == 0 {
 		buckets = []string{"reckon-probe"}
 	}
@@ -185,10 +228,10 @@ func (s *Server) ready(ctx context.Context, buckets []string, timeout time.Durat
 				break
 			}
 			select {
-			case <-s.done:
-				return fmt.Errorf("%w (%v): %v; log %s:\n%s", errExited, s.err, why, s.Log, tail(s.Log))
+			case <-exited:
+				return fmt.Errorf("%w: %v", errExited, why)
 			case <-ctx.Done():
-				return fmt.Errorf("seaweed: not ready after %v: %v; log %s:\n%s", timeout, why, s.Log, tail(s.Log))
+				return fmt.Errorf("seaweed: S3 on %s not ready after %v: %v", su.Endpoint, su.timeout, why)
 			case <-time.After(100 * time.Millisecond): // the poll interval of a condition, not a pause
 			}
 		}
@@ -227,10 +270,10 @@ func probe(ctx context.Context, c *minio.Client, bucket string) error {
 }
 
 // Client returns a minio-go client for the server.
-func (s *Server) Client() (*minio.Client, error) {
-	host := strings.TrimPrefix(s.Endpoint, "http://")
+func (su *Setup) Client() (*minio.Client, error) {
+	host := strings.TrimPrefix(su.Endpoint, "http://")
 	c, err := minio.New(host, &minio.Options{
-		Creds: credentials.NewStaticV4(s.AccessKeyID, s.SecretAccessKey, ""), Region: "us-east-1",
+		Creds: credentials.NewStaticV4(su.AccessKeyID, su.SecretAccessKey, ""), Region: "us-east-1",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("seaweed: client: %w", err)
@@ -241,14 +284,15 @@ func (s *Server) Client() (*minio.Client, error) {
 // Done is closed when the server has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
-// Stop ends the server (SIGTERM, then SIGKILL after 10s) and waits for it.
-// It is safe to call more than once.
+// Stop ends the server (SIGTERM, then SIGKILL after 3s: weed 4.53's
+// `weed server` hangs in its filer's shutdown) and waits for it. It is
+// safe to call more than once.
 func (s *Server) Stop() error {
 	s.once.Do(func() {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-s.done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(3 * time.Second):
 			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 			<-s.done
 		}
