@@ -50,7 +50,6 @@ import (
 
 	"reckon/streaming"
 	"reckon/tools/internal/devstack"
-	"reckon/verify/generate"
 )
 
 type kill struct {
@@ -247,7 +246,7 @@ func run(ctx context.Context, bin, temporalBin, weed, base string, count int64, 
 	// stream has purged (docs/adr/0015-stream-progress.md, "Today so
 	// far"): wait until the background traffic has moved the purge past
 	// the run's last window, so it checks every window of the run.
-	lastEnd, err := lastWindowEnd(gen.Manifest)
+	lastEnd, err := devstack.LastWindowEnd(gen.Manifest)
 	if !check("manifest read", err) {
 		return finish()
 	}
@@ -269,7 +268,7 @@ func run(ctx context.Context, bin, temporalBin, weed, base string, count int64, 
 		fmt.Print(devstack.Indent(out))
 		took := time.Since(began).Round(time.Second)
 		if err == nil {
-			err = checkedThrough(out, d, inProgress, lastEnd)
+			err = devstack.CheckedThrough(out, d, inProgress, lastEnd)
 		}
 		check(fmt.Sprintf("reconcile %s completed under traffic in %v, every window of the run checked", d, took), err)
 		var moved error
@@ -312,58 +311,6 @@ func run(ctx context.Context, bin, temporalBin, weed, base string, count int64, 
 		fmt.Printf("  t+%-5v %-8s pid %-7d %s\n", k.at.Round(time.Second), k.name, k.pid, status)
 	}
 	return finish()
-}
-
-// lastWindowEnd is the latest window end of the manifest's truth.
-func lastWindowEnd(path string) (time.Time, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return time.Time{}, err
-	}
-	defer f.Close()
-	m, err := generate.ReadManifest(f)
-	if err != nil {
-		return time.Time{}, err
-	}
-	var last time.Time
-	for _, w := range m.Truth {
-		end, err := time.Parse(time.RFC3339Nano, w.WindowEnd)
-		if err != nil {
-			return time.Time{}, fmt.Errorf("%s: window end %q: %w", path, w.WindowEnd, err)
-		}
-		if end.After(last) {
-			last = end
-		}
-	}
-	if last.IsZero() {
-		return last, fmt.Errorf("%s: no truth window", path)
-	}
-	return last, nil
-}
-
-// checkedThrough reads, from the reconcile report of day (printReport's
-// table), up to where it checked the payments stream: a day in progress
-// must say it ("payments: checked windows up to T; …"), and when the run's
-// last window end lastEnd falls in day, T must be at or past it.
-func checkedThrough(out, day string, inProgress bool, lastEnd time.Time) error {
-	const prefix = "payments: checked windows up to "
-	i := strings.Index(out, prefix)
-	if i < 0 {
-		if inProgress {
-			return fmt.Errorf("the report of %s, a day in progress, does not say up to where it checked payments", day)
-		}
-		return nil // a past day: checked whole
-	}
-	rest := out[i+len(prefix):]
-	to, err := time.Parse(time.RFC3339, rest[:strings.IndexAny(rest+";", "; \n")])
-	if err != nil {
-		return fmt.Errorf("report line %q: %w", strings.SplitN(out[i:], "\n", 2)[0], err)
-	}
-	if lastEnd.Add(-time.Nanosecond).UTC().Format(time.DateOnly) == day && to.Before(lastEnd) {
-		return fmt.Errorf("checked payments up to %s only, the run's windows end at %s", to.UTC().Format(time.TimeOnly),
-			lastEnd.UTC().Format(time.TimeOnly))
-	}
-	return nil
 }
 
 // schedule spreads the kills over [from, to) at random, at least gap apart.
