@@ -20,6 +20,7 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/lakeconn"
+	"reckon/internal/numfmt"
 	"reckon/lake"
 )
 
@@ -146,8 +147,9 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 	} else {
 		fmt.Fprintln(tw, "TABLE\tNAME\tPARTITIONS\tFILES\tROWS\tBYTES\tFROM\tTO\tRETENTION")
 		for _, t := range inv.Tables {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", t.Table, t.Name, t.Partitions, t.Files, t.Rows,
-				lakeBytes(t.Bytes), lakeRFC3339(t.From), lakeRFC3339(t.To), cmp.Or(t.Retention, "forever"))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Table, t.Name, numfmt.Int(int64(t.Partitions)),
+				numfmt.Int(int64(t.Files)), numfmt.Int(t.Rows), lakeBytes(t.Bytes), lakeRFC3339(t.From), lakeRFC3339(t.To),
+				cmp.Or(t.Retention, "forever"))
 		}
 		if cx.cfg.Lake.RejectedRetention > 0 {
 			fmt.Fprintf(tw, "(rejected: the compaction workflow deletes an ingest date %s after its day; "+
@@ -541,7 +543,8 @@ func printLakeAggs(out io.Writer, format string, aggs []lake.WindowAgg) error {
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tWINDOW_START\tWINDOW_END\tCOUNT\tSUM\tAVG\tMIN\tMAX")
 		for _, a := range aggs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), a.Count, f(a.Sum), f(avg(a)), f(a.Min), f(a.Max))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd),
+				numfmt.Int(a.Count), numfmt.Float(a.Sum), numfmt.Float(avg(a)), numfmt.Float(a.Min), numfmt.Float(a.Max))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

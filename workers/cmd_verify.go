@@ -21,15 +21,19 @@ var (
 	errEarlyOnTime  = errors.New("not timely: an on_time pane was emitted before its window end + out_of_orderness")
 )
 
-// runVerify is `reckon verify --manifest F [--stream S] [--truth] [--lake]`: the
-// conservation check (docs/requirements.md R-PROOF-1, R-PROOF-2). It reads
-// the generator's manifest, the
+// runVerify is `reckon verify --manifest F [--manifest G…] [--stream S] [--truth] [--lake]`:
+// the conservation check (docs/requirements.md R-PROOF-1, R-PROOF-2). It
+// reads the generator's manifest, the
 // summaries, late and DLQ topics (read_committed) and the stream's
 // committed operator state, prints the ledger and fails when a record is
 // lost or counted twice, or, with --truth, when a closed window's highest
-// version (stream pane or batch correction) is not the truth.
+// version (stream pane or batch correction) is not the truth. Runs side by
+// side on the same topic (each on keys of its own, generate --key-prefix)
+// are checked together: one --manifest each (generate.Merge).
 func runVerify(ctx context.Context, cx *cmdContext) error {
-	manifest := cx.fs.String("manifest", "", "the generator's manifest (reckon generate --manifest F) (required)")
+	var manifests stringList
+	cx.fs.Var(&manifests, "manifest", "the generator's manifest (reckon generate --manifest F) (required; "+
+		"repeatable: runs side by side on keys of their own, checked together)")
 	stream := cx.fs.String("stream", "", "stream to check (default: the manifest's stream, else the stream reading its topic)")
 	truth := cx.fs.Bool("truth", false, "also fail when a closed window's final version differs from the truth (run after reconcile)")
 	timeout := cx.fs.Duration("timeout", 2*time.Minute, "give up reading the topics after this long")
@@ -37,20 +41,28 @@ func runVerify(ctx context.Context, cx *cmdContext) error {
 	if err := cx.parse(); err != nil {
 		return err
 	}
-	if *manifest == "" {
+	if len(manifests) == 0 {
 		return fmt.Errorf("%w: --manifest is required", errUsage)
 	}
-	f, err := os.Open(*manifest)
-	if err != nil {
-		return err
+	var runs []*generate.Manifest
+	for _, path := range manifests {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		m, err := generate.ReadManifest(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if !m.Complete {
+			fmt.Fprintf(cx.stdout, "warning: %s says the run stopped before --count; only acknowledged records are listed\n", path)
+		}
+		runs = append(runs, m)
 	}
-	m, err := generate.ReadManifest(f)
-	f.Close()
+	m, err := generate.Merge(runs...)
 	if err != nil {
-		return err
-	}
-	if !m.Complete {
-		fmt.Fprintf(cx.stdout, "warning: the manifest says the run stopped before --count; only acknowledged records are listed\n")
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	name := *stream
 	if name == "" {

@@ -18,7 +18,8 @@ import (
 // duplicates, poison) through an in-process stream worker on kfake and
 // checks `reckon verify`: conserved (exit 0); with --truth it fails, since
 // the stream alone misses the events beyond lateness until the batch
-// correction; and records produced outside the manifest make it fail.
+// correction; records produced outside the manifest make it fail, unless
+// their run's manifest is given too (a run side by side on keys of its own).
 func TestVerify(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
@@ -32,10 +33,10 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("topics apply: exit %d: %s %s", code, out, errb)
 	}
 	man := filepath.Join(t.TempDir(), "manifest.json")
-	gen := func(seed, manifest string) {
-		args := cmd("generate", "--scenario", "payments", "--count", "3000", "--seed", seed,
+	gen := func(seed, manifest string, extra ...string) {
+		args := cmd(append([]string{"generate", "--scenario", "payments", "--count", "3000", "--seed", seed,
 			"--start", "2026-11-07T08:00:00Z", "--rate", "2", "--late-fraction", "0.1", "--beyond-lateness-fraction", "0.5",
-			"--duplicate-fraction", "0.05", "--poison-fraction", "0.02")
+			"--duplicate-fraction", "0.05", "--poison-fraction", "0.02"}, extra...)...)
 		if manifest != "" {
 			args = append(args, "--manifest", manifest)
 		}
@@ -85,11 +86,21 @@ func TestVerify(t *testing.T) {
 
 	// Records the manifest does not know about are counted twice from its
 	// point of view: the ledger must not balance.
-	gen("8", "")
+	side := filepath.Join(t.TempDir(), "side.json")
+	gen("8", side, "--key-prefix", "side-")
 	run()
 	code, out, errb = runReckon(t, cmd("verify", "--manifest", man)...)
 	if code != 1 || !strings.Contains(errb, "not conserved") {
 		t.Fatalf("verify after foreign traffic: exit %d: %s\n%s", code, errb, out)
+	}
+	// With that run's manifest the topic's traffic is accounted again.
+	code, out, errb = runReckon(t, cmd("verify", "--manifest", man, "--manifest", side)...)
+	if code != 0 || !strings.Contains(out, "produced        6000") || !strings.Contains(out, "unaccounted     0") {
+		t.Fatalf("verify with both manifests: exit %d: %s\n%s", code, errb, out)
+	}
+	if code, _, errb := runReckon(t, cmd("verify", "--manifest", man, "--manifest", man)...); code != 2 ||
+		!strings.Contains(errb, "--key-prefix") {
+		t.Fatalf("verify with one manifest twice: exit %d: %s", code, errb)
 	}
 
 	if code, _, errb := runReckon(t, "verify"); code != 2 || !strings.Contains(errb, "--manifest") {

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -20,10 +21,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
+	"reckon/activities"
 	"reckon/internal/config"
 	"reckon/internal/kafkaconn"
+	"reckon/internal/temporalconn"
+	"reckon/workflows"
 )
 
 var walkthrough = flag.Bool("walkthrough", false, "run the operator walkthrough on real processes (make walkthrough)")
@@ -34,12 +43,16 @@ const replyWithin = 5 * time.Second
 // TestOperatorWalkthrough is what a new operator does, on real processes
 // (this test binary runs as `reckon`, TestMain): `reckon dev` → traffic →
 // kill -9 the stream and the batch worker → Ctrl-C → `reckon dev` again →
-// reconcile today (waits for the horizon) and yesterday → replay dry run
-// of today → Ctrl-C. It asserts that no event_id repeats with a different
-// payload across the two runs, that every waiting command (dev start-up,
-// reconcile --wait, replay) says what it waits for within 5 s and what
-// keeps running when interrupted, that a clean stop logs no ERROR, and
-// that the batch metrics exist and move. It logs the stream's restart
+// reconcile today and yesterday while the demo generators run → replay dry
+// run of today → Ctrl-C → follow it again. It asserts that the
+// reconciliation of today completes under traffic and says up to where it
+// checked (issue 24), that no event_id repeats with a different payload
+// across the two runs, that every command speaks within 5 s and a waiting
+// one says what it waits for within 5 s (dev start-up; reconcile and
+// replay within 5 s of a recompute's horizon check answering "not ready",
+// read from the workflows' histories) and what keeps running when
+// interrupted, that a clean stop
+// logs no ERROR, and that the batch metrics exist and move. It logs the stream's restart
 // wait (kill -9 → partition assigned) with dynamic membership (the first
 // run: the reference) and with static membership (the default, the second
 // run), side by side.
@@ -59,6 +72,7 @@ func TestOperatorWalkthrough(t *testing.T) {
 	sets := []string{
 		"dev.dir=" + dir, "dev.temporal_bin=" + temporalBin, "lake.root=" + filepath.Join(dir, "lake"),
 		"dev.kafka_port=" + freePort(t), "dev.temporal_port=" + freePort(t), "dev.ui_port=" + freePort(t),
+		"dev.ofd_port=" + freePort(t),
 		"metrics.addr=127.0.0.1:" + freePort(t),
 	}
 	cfg, err := config.Load("", nil, sets)
@@ -94,32 +108,69 @@ func TestOperatorWalkthrough(t *testing.T) {
 	t.Logf("stream restart wait, kill -9 → partition assigned: dynamic membership %v (reference, run 1), static membership %v (default, run 2); same machine, same run",
 		before.Round(10*time.Millisecond), after.Round(10*time.Millisecond))
 
-	// Reconcile today: it waits for the horizon, says why, and on Ctrl-C
-	// says what keeps running.
+	// Reconcile today while the demo generators run: it completes, checks
+	// the windows the stream has purged and says up to where (docs/adr/
+	// 0015-stream-progress.md, "Today so far"); a recompute that waits for
+	// its horizon meanwhile is said within 5 s.
+	ccfg, err := config.Load("", nil, clientSets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := temporalconn.Dial(ctx, ccfg.Temporal, slog.New(slog.DiscardHandler), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
 	m0 := scrapeMetrics(t, ctx, batchURL)
+	purged0, ends0 := streamPoints(t, ctx, ccfg)
 	rec := startReckon(t, "reconcile", append([]string{"--date", today, "--wait"}, setFlags(clientSets)...)...)
-	rec.checkWaitSaysWhy(t, `waits: `)
-	rec.interrupt(t)
-	rec.requireLine(t, "stopped waiting; the reconcile keeps running in Temporal")
+	rec.checkSpeaks(t)
+	if code := rec.wait(t, 5*time.Minute); code != 0 {
+		t.Errorf("reconcile %s under traffic: exit %d:\n%s", today, code, rec.out.text())
+	}
+	purged1, ends1 := streamPoints(t, ctx, ccfg)
+	t.Logf("reconcile %s completed under traffic in %v, %d raw records produced meanwhile", today,
+		time.Since(rec.started).Round(100*time.Millisecond), ends1-ends0)
+	if ends1 == ends0 {
+		t.Errorf("no traffic while the reconcile of %s ran: the raw topics stayed at %d records", today, ends0)
+	}
+	rec.requireLine(t, "price of speed: reconcile "+today)
+	checkCheckedUpTo(t, ccfg, rec, purged0, purged1)
+	checkWaitsSaid(t, ctx, tc, workflows.ReconcileWorkflowID(today), rec)
 
-	// The batch metrics move: the reconcile's recomputes wait for the
-	// horizon; Z-report keys arrive from the fiscal generator.
+	// The batch metrics move: the reconcile's recomputes found their
+	// horizon final and finished; Z-report keys arrive from the fiscal
+	// generator. (Windows checked move only once the stream has purged a
+	// window with traffic: 5m + 5m of lateness after the first payment,
+	// later than this walkthrough gets to; logged.)
 	waitFor(t, 2*time.Minute, "the batch metrics to move", func() (bool, string) {
 		m := scrapeMetrics(t, ctx, batchURL)
-		var waiting, checks0, checks, zkeys float64
-		for k, v := range m {
-			switch {
-			case strings.HasPrefix(k, "reckon_batch_horizon_waiting{"):
-				waiting += v
-			case strings.HasPrefix(k, "reckon_batch_horizon_checks_total{") && strings.Contains(k, `result="waiting"`):
-				checks += v
-				checks0 += m0[k]
-			case strings.HasPrefix(k, "reckon_batch_zreport_keys{"):
-				zkeys += v
+		sum := func(m map[string]float64, name string, labels ...string) float64 {
+			var n float64
+			for k, v := range m {
+				if !strings.HasPrefix(k, name+"{") {
+					continue
+				}
+				match := true
+				for _, l := range labels {
+					match = match && strings.Contains(k, l)
+				}
+				if match {
+					n += v
+				}
 			}
+			return n
 		}
-		return waiting > 0 && checks > checks0 && zkeys > 0,
-			fmt.Sprintf("recomputes waiting %v, waiting horizon checks %v → %v, z-report keys %v", waiting, checks0, checks, zkeys)
+		final0, final := sum(m0, "reckon_batch_horizon_checks_total", `result="final"`),
+			sum(m, "reckon_batch_horizon_checks_total", `result="final"`)
+		recs0, recs := sum(m0, "reckon_batch_recomputes_total", `trigger="reconcile"`),
+			sum(m, "reckon_batch_recomputes_total", `trigger="reconcile"`)
+		checked0, checked := sum(m0, "reckon_batch_windows_checked_total", `trigger="reconcile"`),
+			sum(m, "reckon_batch_windows_checked_total", `trigger="reconcile"`)
+		zkeys := sum(m, "reckon_batch_zreport_keys")
+		return final > final0 && recs > recs0 && zkeys > 0,
+			fmt.Sprintf("final horizon checks %v → %v, reconcile recomputes %v → %v, windows checked %v → %v, z-report keys %v",
+				final0, final, recs0, recs, checked0, checked, zkeys)
 	})
 	m1 := scrapeMetrics(t, ctx, batchURL)
 	checkBatchFamilies(t, cfg, m1)
@@ -136,11 +187,30 @@ func TestOperatorWalkthrough(t *testing.T) {
 		t.Errorf("a placeholder reached the user:\n%s", yrec.out.text())
 	}
 
-	// A dry-run replay of today: the same waits, the same words.
-	rep := startReckon(t, "replay", append([]string{"--from", today, "--to", today, "--dry-run", "--progress-interval", "1s"}, setFlags(clientSets)...)...)
-	rep.checkWaitSaysWhy(t, `waits: `)
+	// A dry-run replay of today: Ctrl-C once it has started says what
+	// keeps running; the same command follows it again to its report.
+	replayArgs := append([]string{"--from", today, "--to", today, "--dry-run", "--progress-interval", "1s"},
+		setFlags(clientSets)...)
+	rep := startReckon(t, "replay", replayArgs...)
+	rep.checkSpeaks(t)
 	rep.interrupt(t)
-	rep.requireLine(t, "detached; the replay keeps running in Temporal")
+	switch out := rep.out.text(); {
+	case strings.Contains(out, "detached; the replay keeps running in Temporal"):
+		t.Logf("reckon replay, interrupted: detached")
+	case strings.Contains(out, "price of speed: replay"):
+		t.Logf("reckon replay, interrupted: it had finished already")
+	default:
+		t.Errorf("reckon replay, interrupted: neither detached nor done:\n%s", out)
+	}
+	follow := startReckon(t, "replay", replayArgs...)
+	follow.checkSpeaks(t)
+	if code := follow.wait(t, 5*time.Minute); code != 0 {
+		t.Errorf("replay %s --dry-run, followed: exit %d:\n%s", today, code, follow.out.text())
+	}
+	purged1, _ = streamPoints(t, ctx, ccfg)
+	follow.requireLine(t, "(dry run: nothing published)")
+	checkCheckedUpTo(t, ccfg, follow, nil, purged1)
+	checkWaitsSaid(t, ctx, tc, workflows.ReplayWorkflowID(today, today, nil, true), rep, follow)
 
 	// No event_id of run 1 comes back in run 2 with another payload.
 	checkEventIDs(t, ctx, cfg, kafkaCfg, run1End)
@@ -247,7 +317,9 @@ type reckonProc struct {
 	out     *timedLines
 	started time.Time
 	exited  chan struct{}
-	code    int
+	// code and exitedAt are set before exited is closed.
+	code     int
+	exitedAt time.Time
 }
 
 func startReckon(t *testing.T, cmdName string, flags ...string) *reckonProc {
@@ -273,7 +345,7 @@ func startReckon(t *testing.T, cmdName string, flags ...string) *reckonProc {
 	}
 	go func() {
 		_ = cmd.Wait()
-		p.code = cmd.ProcessState.ExitCode()
+		p.code, p.exitedAt = cmd.ProcessState.ExitCode(), time.Now()
 		pw.Close()
 		close(p.exited)
 	}()
@@ -384,31 +456,226 @@ func (p *reckonProc) checkStartup(t *testing.T) {
 	t.Logf("reckon dev up in %v", last.Sub(p.started).Round(10*time.Millisecond))
 }
 
-// checkWaitSaysWhy: the command's first line comes within replyWithin of
-// its start and a line with what it waits for (want) within replyWithin
-// of that.
-func (p *reckonProc) checkWaitSaysWhy(t *testing.T, want string) {
+// checkSpeaks: the command's first line comes within replyWithin of its
+// start.
+func (p *reckonProc) checkSpeaks(t *testing.T) {
 	t.Helper()
-	var firstAt time.Time
-	waitFor(t, time.Minute, "reckon "+p.name+" to say what it waits for", func() (bool, string) {
-		ls := p.out.since(p.started)
-		if len(ls) > 0 && firstAt.IsZero() {
-			firstAt = ls[0].at
+	waitFor(t, time.Minute, "reckon "+p.name+" to say something", func() (bool, string) {
+		select {
+		case <-p.exited:
+			return true, ""
+		default:
 		}
-		for _, l := range ls {
-			if strings.Contains(l.text, want) {
-				if d := l.at.Sub(firstAt); d > replyWithin {
-					t.Errorf("reckon %s said what it waits for %v after its first line: %s", p.name, d.Round(10*time.Millisecond), l.text)
-				}
-				t.Logf("reckon %s: first line after %v, the reason %v later: %s", p.name, firstAt.Sub(p.started).Round(10*time.Millisecond), l.at.Sub(firstAt).Round(10*time.Millisecond), l.text)
-				return true, ""
-			}
-		}
-		return false, p.out.text()
+		return len(p.out.since(p.started)) > 0, ""
 	})
-	if d := firstAt.Sub(p.started); d > replyWithin {
+	ls := p.out.since(p.started)
+	if len(ls) == 0 {
+		t.Errorf("reckon %s exited %d without a word", p.name, p.code)
+		return
+	}
+	if d := ls[0].at.Sub(p.started); d > replyWithin {
 		t.Errorf("reckon %s said nothing for %v after its start", p.name, d.Round(10*time.Millisecond))
 	}
+}
+
+// streamPoints is, per stream with published progress on every non-empty
+// partition of its raw topic, the least purged-through point of them
+// (docs/adr/0015-stream-progress.md), and the raw topics' records so far
+// (the sum of their end offsets).
+func streamPoints(t *testing.T, ctx context.Context, cfg *config.Config) (map[string]time.Time, int64) {
+	t.Helper()
+	view, err := newProgressView(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	if err := view.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "walkthrough")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAdm()
+	purged := map[string]time.Time{}
+	var records int64
+	for _, topic := range rawTopics(cfg) {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends.Each(func(o kadm.ListedOffset) { records += max(o.Offset, 0) })
+		for _, st := range cfg.Streams {
+			if st.Topic != topic {
+				continue
+			}
+			least, all := time.Time{}, true
+			ends.Each(func(o kadm.ListedOffset) {
+				if o.Offset <= 0 {
+					return
+				}
+				pr, ok := view.Get(st.Name, topic, o.Partition)
+				if !ok || pr.PurgedThrough.IsZero() {
+					all = false
+					return
+				}
+				if least.IsZero() || pr.PurgedThrough.Before(least) {
+					least = pr.PurgedThrough
+				}
+			})
+			if all && !least.IsZero() {
+				purged[st.Name] = least
+			}
+		}
+	}
+	return purged, records
+}
+
+var checkedLine = regexp.MustCompile(`(?m)^(\S+): checked windows up to (\S+); windows to (\S+) still open`)
+
+// checkCheckedUpTo checks what a report of today says it checked: a line
+// "<stream>: checked windows up to T; windows to U still open" for the
+// payments stream at least; for every such line U is after T, T is at or
+// before the stream's purge after the command (purged1: a recompute
+// checks only windows the stream has purged) and, when purged0 is given,
+// at or after the last window end the stream had purged before the
+// command started (the check picks the latest one purged when it runs).
+func checkCheckedUpTo(t *testing.T, cfg *config.Config, p *reckonProc, purged0, purged1 map[string]time.Time) {
+	t.Helper()
+	out := p.out.text()
+	seen := map[string]bool{}
+	for _, m := range checkedLine.FindAllStringSubmatch(out, -1) {
+		name := m[1]
+		st, ok := cfg.StreamByName(name)
+		to, err1 := time.Parse(time.RFC3339, m[2])
+		open, err2 := time.Parse(time.RFC3339, m[3])
+		if !ok || err1 != nil || err2 != nil {
+			t.Errorf("reckon %s: unreadable line %q", p.name, m[0])
+			continue
+		}
+		seen[name] = true
+		if !open.After(to) {
+			t.Errorf("reckon %s: %q: the open windows do not follow the checked ones", p.name, m[0])
+		}
+		if p1, ok := purged1[name]; ok && to.After(p1) {
+			t.Errorf("reckon %s: %q: past the stream's purge %s", p.name, m[0], p1.UTC().Format(time.RFC3339))
+		}
+		if p0, ok := purged0[name]; ok && to.Before(p0.Truncate(st.Window)) {
+			t.Errorf("reckon %s: %q: short of the last window end the stream had purged before it started, %s",
+				p.name, m[0], p0.Truncate(st.Window).UTC().Format(time.RFC3339))
+		}
+		t.Logf("reckon %s: %s", p.name, m[0])
+	}
+	if !seen["payments"] {
+		t.Errorf("reckon %s: the report of today does not say up to where it checked payments:\n%s", p.name, out)
+	}
+}
+
+// checkWaitsSaid: every recompute child of workflow id that waited for its
+// horizon (a CheckHorizon result not ready, in its history) for longer
+// than replyWithin from that answer on, while one of procs followed the
+// workflow, was said by that process within replyWithin of the answer
+// ("<child> waits: …"). It logs how many waited (under traffic with a
+// fixed target, usually none) and how long after the start of the check
+// that answered the reason came: a long poll (batch.horizon_poll) answers
+// only at its end, so a waiting command is silent until then.
+func checkWaitsSaid(t *testing.T, ctx context.Context, c client.Client, id string, procs ...*reckonProc) {
+	t.Helper()
+	var children []*commonpb.WorkflowExecution
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", id, err)
+		}
+		if a := e.GetChildWorkflowExecutionStartedEventAttributes(); a != nil {
+			children = append(children, a.GetWorkflowExecution())
+		}
+	}
+	waited, said := 0, 0
+	for _, ch := range children {
+		asked, from, until := horizonWait(t, ctx, c, ch)
+		if from.IsZero() || until.Sub(from) <= replyWithin {
+			continue
+		}
+		waited++
+		var attached *reckonProc
+		for _, p := range procs {
+			if !p.started.After(from) && !p.exitedAt.Before(from.Add(replyWithin)) {
+				attached = p
+			}
+		}
+		if attached == nil {
+			t.Logf("%s waited for its horizon from %s for %v, while no command followed it", ch.GetWorkflowId(),
+				from.UTC().Format(time.TimeOnly), until.Sub(from).Round(time.Second))
+			continue
+		}
+		var at time.Time
+		for _, l := range attached.out.since(from) {
+			if strings.Contains(l.text, ch.GetWorkflowId()+" waits: ") {
+				at = l.at
+				break
+			}
+		}
+		if at.IsZero() || at.Sub(from) > replyWithin {
+			t.Errorf("%s waited for its horizon from %s for %v; reckon %s did not say so within %v (said at %s)",
+				ch.GetWorkflowId(), from.UTC().Format(time.TimeOnly), until.Sub(from).Round(time.Second), attached.name,
+				replyWithin, at.UTC().Format(time.TimeOnly))
+			continue
+		}
+		said++
+		t.Logf("%s waited for its horizon for %v; reckon %s said so %v after the check answered, %v after it began",
+			ch.GetWorkflowId(), until.Sub(from).Round(time.Second), attached.name, at.Sub(from).Round(10*time.Millisecond),
+			at.Sub(asked).Round(10*time.Millisecond))
+	}
+	t.Logf("%s: %d recomputes, %d waited for their horizon longer than %v, %d of them said in time",
+		id, len(children), waited, replyWithin, said)
+}
+
+// horizonWait reads a recompute's history: when its first horizon check
+// that was not ready was scheduled and when it completed, and when the
+// next ready one completed (or the recompute closed; now if neither).
+// Zero when no check waited.
+func horizonWait(t *testing.T, ctx context.Context, c client.Client, ex *commonpb.WorkflowExecution) (
+	asked, from, until time.Time) {
+	t.Helper()
+	checks := map[int64]time.Time{} // CheckHorizon scheduled: event id → time
+	it := c.GetWorkflowHistory(ctx, ex.GetWorkflowId(), ex.GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatalf("history of %s: %v", ex.GetWorkflowId(), err)
+		}
+		at := e.GetEventTime().AsTime()
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "CheckHorizon" {
+			checks[e.GetEventId()] = at
+		}
+		if a := e.GetActivityTaskCompletedEventAttributes(); a != nil && !checks[a.GetScheduledEventId()].IsZero() {
+			var h activities.HorizonResult
+			if err := converter.GetDefaultDataConverter().FromPayloads(a.GetResult(), &h); err != nil {
+				t.Fatalf("%s: horizon result: %v", ex.GetWorkflowId(), err)
+			}
+			switch {
+			case !h.Ready && from.IsZero():
+				asked, from = checks[a.GetScheduledEventId()], at
+			case h.Ready && !from.IsZero() && until.IsZero():
+				until = at
+			}
+		}
+		closed := e.GetWorkflowExecutionCompletedEventAttributes() != nil || e.GetWorkflowExecutionFailedEventAttributes() != nil ||
+			e.GetWorkflowExecutionContinuedAsNewEventAttributes() != nil || e.GetWorkflowExecutionCanceledEventAttributes() != nil ||
+			e.GetWorkflowExecutionTerminatedEventAttributes() != nil || e.GetWorkflowExecutionTimedOutEventAttributes() != nil
+		if closed && !from.IsZero() && until.IsZero() {
+			until = at
+		}
+	}
+	if !from.IsZero() && until.IsZero() {
+		until = time.Now()
+	}
+	return asked, from, until
 }
 
 var metricsURL = regexp.MustCompile(`msg=metrics url=(\S+)`)

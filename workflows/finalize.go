@@ -143,7 +143,7 @@ func Finalize(ctx workflow.Context, st FinalizeState) error {
 			}
 			st.Waiting = h.Waiting
 			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** finalized up to %s; waiting for the horizon\n\n%s",
-				st.Stream, fmtTime(st.Cursor), h.Waiting))
+				st.Stream, fmtTime(st.Cursor), mdList(h.Waiting)))
 			// A long poll took its time; a quick answer waits out the rest.
 			nextStep = asked.Add(st.HorizonPoll)
 			if workflow.Now(ctx).Sub(asked) >= st.HorizonPoll/2 {
@@ -186,7 +186,13 @@ func Finalize(ctx workflow.Context, st FinalizeState) error {
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf(
 			"**%s** finalized up to %s · %d steps · %d windows checked · %d corrected", st.Stream, fmtTime(st.Cursor),
 			st.Steps, st.Windows, st.Corrected))
+		// A step that stopped at its hour's end has more final windows
+		// behind it (catching up after a start or an outage): the next
+		// goes at once. Otherwise the next comes every Every.
 		nextStep = asked.Add(st.Every)
+		if to.Equal(limit) {
+			nextStep = workflow.Now(ctx)
+		}
 		info := workflow.GetInfo(ctx)
 		if info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > 2000 {
 			return workflow.NewContinueAsNewError(ctx, FinalizeWorkflow, st)

@@ -28,8 +28,11 @@ type finalStream struct {
 	window     time.Duration
 	checks     []activities.HorizonInput
 	recomputes []activities.RecomputeInput
-	curated    int
-	idle       bool // an empty topic: every range is final at once
+	// recomputeAt is the workflow time of each recompute's start.
+	recomputeAt []time.Time
+	curated     int
+	now         func() time.Time // the test environment's clock
+	idle        bool             // an empty topic: every range is final at once
 }
 
 func (f *finalStream) CheckHorizon(_ context.Context, in activities.HorizonInput) (activities.HorizonResult, error) {
@@ -63,6 +66,7 @@ func (f *finalStream) RecomputeWindows(_ context.Context, in activities.Recomput
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.recomputes = append(f.recomputes, in)
+	f.recomputeAt = append(f.recomputeAt, f.now())
 	return activities.RecomputeResult{Report: activities.TruthReport{Stream: in.Stream, From: in.From, To: in.To, Windows: 3},
 		Files: []string{"truth/stream=payments/window_date=2026-11-07/" + in.TruthFile + ".parquet"}}, nil
 }
@@ -76,24 +80,36 @@ func (f *finalStream) CurateWindows(context.Context, activities.CurateInput) (la
 
 // runFinalize runs the finalizer from cursor with the clock at start
 // until it has run for d of workflow time, then cancels it.
-func runFinalize(t *testing.T, f *finalStream, start, cursor time.Time, d time.Duration) {
+func runFinalize(t *testing.T, f *finalStream, start, cursor time.Time, d time.Duration) workflows.FinalizeState {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartTime(start)
+	f.now = env.Now
 	env.RegisterWorkflowWithOptions(workflows.Finalize, workflow.RegisterOptions{Name: workflows.FinalizeWorkflow})
 	for name, fn := range map[string]any{
 		"CheckHorizon": f.CheckHorizon, "RecomputeWindows": f.RecomputeWindows, "CurateWindows": f.CurateWindows,
 	} {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
-	env.RegisterDelayedCallback(env.CancelWorkflow, d)
+	var state workflows.FinalizeState
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(workflows.FinalizeQueryStatus)
+		if err == nil {
+			err = v.Get(&state)
+		}
+		if err != nil {
+			t.Errorf("status query: %v", err)
+		}
+		env.CancelWorkflow()
+	}, d)
 	env.ExecuteWorkflow(workflows.FinalizeWorkflow, workflows.FinalizeState{Stream: "payments", Window: f.window,
 		Cursor: cursor, Every: 10 * time.Second, HorizonPoll: 30 * time.Second})
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("the finalizer did not stop when cancelled")
 	}
+	return state
 }
 
 // TestFinalizeSteps: the cursor moves on step by step as the stream's
@@ -103,8 +119,12 @@ func runFinalize(t *testing.T, f *finalStream, start, cursor time.Time, d time.D
 func TestFinalizeSteps(t *testing.T) {
 	t0 := day.Add(10*time.Hour + 59*time.Minute + 40*time.Second)
 	f := &finalStream{purged: t0, step: 15 * time.Second, window: 5 * time.Second}
-	runFinalize(t, f, t0.Add(time.Minute), t0, 2*time.Minute)
+	state := runFinalize(t, f, t0.Add(time.Minute), t0, 2*time.Minute)
 	rs := f.recomputes
+	if state.Steps != int64(len(rs)) || state.Windows != 3*state.Steps || !state.Cursor.Equal(rs[len(rs)-1].To) {
+		t.Errorf("status: %d steps, %d windows, cursor %s after %d recomputes of 3 windows", state.Steps, state.Windows,
+			state.Cursor.Format(time.TimeOnly), len(rs))
+	}
 	if len(rs) < 4 {
 		t.Fatalf("%d steps in 2 minutes, want at least 4: %+v", len(rs), rs)
 	}
@@ -136,7 +156,8 @@ func TestFinalizeSteps(t *testing.T) {
 }
 
 // TestFinalizeNeverRunsAhead: on an empty topic every range is final at
-// once, yet the cursor stops at the present.
+// once; the cursor catches up hour by hour without pacing, yet stops at
+// the present.
 func TestFinalizeNeverRunsAhead(t *testing.T) {
 	start := day.Add(11*time.Hour + 30*time.Minute)
 	f := &finalStream{window: 5 * time.Second, idle: true}
@@ -151,5 +172,14 @@ func TestFinalizeNeverRunsAhead(t *testing.T) {
 	}
 	if !last.To.After(start) {
 		t.Errorf("the cursor stayed behind the clock: %s", last.To)
+	}
+	// Catching up is not paced: the hours 09:00-11:00 took no workflow time.
+	for _, r := range rs[:2] {
+		if !r.To.Equal(r.From.Add(time.Hour)) {
+			t.Errorf("catch-up step [%s, %s): want whole hours", r.From.Format(time.TimeOnly), r.To.Format(time.TimeOnly))
+		}
+	}
+	if f.recomputeAt[1].Sub(f.recomputeAt[0]) > time.Second {
+		t.Errorf("the second catch-up step came %v after the first", f.recomputeAt[1].Sub(f.recomputeAt[0]))
 	}
 }

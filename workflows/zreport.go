@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/activities"
+	"reckon/internal/numfmt"
 	"reckon/zreport"
 )
 
@@ -360,10 +361,19 @@ func (e *entity) describe() {
 	for i := range st.Sources {
 		s := &st.Sources[i]
 		if s.Present {
-			fmt.Fprintf(&b, "\n- %s: %d receipts, %.2f (dups %d, corrections %d)", s.Source, s.Receipts, s.Total, s.Duplicates, s.Corrections)
+			fmt.Fprintf(&b, "\n- %s: %s receipts, total %s (duplicates %d, corrections %d)", s.Source,
+				numfmt.Int(s.Receipts), numfmt.Fixed(s.Total, 2), s.Duplicates, s.Corrections)
 		} else {
-			fmt.Fprintf(&b, "\n- %s: missing", s.Source)
+			fmt.Fprintf(&b, "\n- %s: **missing**", s.Source)
 		}
+	}
+	if st.Final != nil && len(st.Final.Differences) > 0 {
+		b.WriteString("\n\n| differs | source | value | reference | value | delta |\n|---|---|---|---|---|---|")
+		for _, d := range st.Final.Differences {
+			fmt.Fprintf(&b, "\n| %s | %s | %s | %s | %s | %s |", d.Field, d.Source, numfmt.Float(d.Value), d.Reference,
+				numfmt.Float(d.Expected), numfmt.Float(d.Delta))
+		}
+		b.WriteString("\n")
 	}
 	d := st.Deadlines()
 	if !d.OFDRequestAt.IsZero() {

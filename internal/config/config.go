@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -220,6 +221,48 @@ type Dev struct {
 	TemporalBin string `yaml:"temporal_bin"`
 	// GenerateRate is the generator's events/s in the dev stack; 0 disables it. Default 20.
 	GenerateRate int `yaml:"generate_rate"`
+	// S3 runs a real S3 server (SeaweedFS) and puts the lake on it. The
+	// server (dev.weed_bin) is a component of `reckon dev`, its data in
+	// Dir/s3; lake.root names the bucket and prefix (s3://reckon-lake/lake
+	// when left at its default) and lake.s3 gets the server's endpoint and
+	// identity, for every command given dev.s3. Default false
+	// (docs/adr/0035-real-s3-server.md).
+	S3 bool `yaml:"s3"`
+	// S3Port of that S3 server. Default 8333.
+	S3Port int `yaml:"s3_port"`
+	// WeedBin is the pinned SeaweedFS binary (`make weed`). Default "./bin/weed".
+	WeedBin string `yaml:"weed_bin"`
+}
+
+// The lake on dev.s3's server: the bucket and prefix when lake.root is
+// left at its default, and the one identity the server accepts.
+const (
+	DevS3Root            = "s3://reckon-lake/lake"
+	DevS3AccessKeyID     = "reckon"
+	DevS3SecretAccessKey = "reckon-dev-secret"
+)
+
+// devS3Lake points the lake at dev.s3's server (when dev.s3 is on and
+// lake.s3 names no endpoint), so `reckon dev` and every command beside it
+// given the same dev.s3 use it: lake.root DevS3Root when left at its
+// default, the loopback endpoint on dev.s3_port, the dev identity, and
+// plaintext credentials (loopback only).
+func (c *Config) devS3Lake() {
+	if !c.Dev.S3 || c.Lake.S3.Endpoint != "" {
+		return
+	}
+	if c.Lake.Root == "./.reckon/lake" {
+		c.Lake.Root = DevS3Root
+	}
+	if !c.Lake.IsS3() {
+		return // Validate says lake.root must be s3://
+	}
+	c.Lake.S3.Endpoint = "http://127.0.0.1:" + strconv.Itoa(c.Dev.S3Port)
+	c.Lake.S3.Region = "us-east-1"
+	if c.Lake.S3.AccessKeyID == "" && c.Lake.S3.SecretAccessKey == "" && c.Lake.S3.SecretAccessKeyFile == "" {
+		c.Lake.S3.AccessKeyID, c.Lake.S3.SecretAccessKey = DevS3AccessKeyID, DevS3SecretAccessKey
+	}
+	c.Lake.S3.AllowPlaintextCredentials = true
 }
 
 // Metrics is the Prometheus endpoint of each process.
@@ -429,6 +472,9 @@ func (c *Config) fillDefaults() {
 	defInt(&c.Dev.UIPort, 8233)
 	defInt(&c.Dev.OFDPort, 8280)
 	def(&c.Dev.TemporalBin, "./bin/temporal")
+	defInt(&c.Dev.S3Port, 8333)
+	def(&c.Dev.WeedBin, "./bin/weed")
+	c.devS3Lake()
 	defDur(&c.ZReport.OFDRequestAfter, 144*time.Hour)
 	defDur(&c.ZReport.Retention, 720*time.Hour)
 	def(&c.ZReport.OFDURL, "http://127.0.0.1:8280")
@@ -484,6 +530,10 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, validateSecurity(c)...)
 	errs = append(errs, validateLake(c.Lake)...)
+	if c.Dev.S3 && !c.Lake.IsS3() {
+		bad("dev.s3: the lake goes on the dev S3 server: lake.root must be s3://bucket[/prefix] "+
+			"or left at its default, not %q", c.Lake.Root)
+	}
 	c.Lake.Compaction.validate(bad)
 	names := map[string]bool{}
 	for i, s := range c.Streams {
@@ -571,8 +621,10 @@ func (c *Config) Validate() error {
 	for _, p := range []struct {
 		name string
 		v    int
-	}{{"dev.kafka_port", c.Dev.KafkaPort}, {"dev.temporal_port", c.Dev.TemporalPort}, {"dev.ui_port", c.Dev.UIPort},
-		{"dev.ofd_port", c.Dev.OFDPort}} {
+	}{
+		{"dev.kafka_port", c.Dev.KafkaPort}, {"dev.temporal_port", c.Dev.TemporalPort}, {"dev.ui_port", c.Dev.UIPort},
+		{"dev.ofd_port", c.Dev.OFDPort}, {"dev.s3_port", c.Dev.S3Port},
+	} {
 		if p.v < 1 || p.v > 65535 {
 			bad("%s: %d is not a port", p.name, p.v)
 		}

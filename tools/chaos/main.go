@@ -3,13 +3,20 @@
 // dev`) on loopback with a temporary data dir and lake, produces a finite
 // payments run with a manifest at a steady rate, SIGKILLs the stream
 // component 3×, the batch component 2×, the Temporal dev server once and
-// the broker once at random points (the dev supervisor restarts them), lets
-// everything settle, runs the reconciliation for the traffic's date(s) and
-// then `reckon verify --truth`. It prints what was killed when, the ledger,
+// the broker once at random points (the dev supervisor restarts them),
+// then, with clean background traffic on keys of its own flowing
+// (devstack.Background: the stream's offsets and watermark keep moving, as
+// in production), waits until the stream has purged the run's last window,
+// runs the reconciliation for the traffic's date(s), checks that it
+// completes and checked every window of the run, stops the background
+// traffic and runs `reckon verify --truth` over both manifests. It prints what was killed when, the ledger,
 // and a final line `chaos: N passed, M failed`; it exits non-zero on any
 // failure. With -lake-faults R (make chaos CHAOS_ARGS='-lake-faults 0.05')
 // the stack's lake storage also fails, stalls or loses the answer of a
-// fraction R of its calls (docs/adr/0022-lake-fault-injection.md).
+// fraction R of its calls (docs/adr/0022-lake-fault-injection.md). With
+// -s3 (make chaos-s3) the lake is a bucket on a real S3 server, SeaweedFS
+// under `reckon dev` (dev.s3), which is SIGKILLed once as well
+// (docs/adr/0035-real-s3-server.md).
 //
 // Run from the module root: go run ./tools/chaos -bin bin/reckon -temporal bin/temporal
 //
@@ -26,6 +33,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -61,6 +69,10 @@ func main() {
 	seed := flag.Int64("seed", 0, "random seed of the kill schedule and the generator (0: from the clock)")
 	budget := flag.Duration("timeout", 12*time.Minute, "give up after this long")
 	keep := flag.Bool("keep", false, "keep the temporary directory")
+	bgRate := flag.Float64("background-rate", 5,
+		"rate of the clean background traffic that flows from the last kill to the end of the reconciliation, events per second")
+	s3 := flag.Bool("s3", false, "put the stack's lake on a real S3 server (SeaweedFS, `reckon dev` with dev.s3; docs/adr/0035-real-s3-server.md) and SIGKILL that server once too")
+	weedBin := flag.String("weed", "bin/weed", "SeaweedFS weed binary, for -s3 (make weed)")
 	lakeFaults := flag.Float64("lake-faults", 0, "fraction of the dev stack's lake storage calls that fail on purpose (lake.faults.rate, docs/adr/0022-lake-fault-injection.md); 0: none. The reconcile and verify commands read the lake without faults")
 	flag.Parse()
 	if *lakeFaults < 0 || *lakeFaults > 1 {
@@ -74,15 +86,29 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *budget)
 	defer cancel()
-	code := run(ctx, *bin, *temporalBin, *base, *count, *rate, *seed, *lakeFaults, *keep)
+	if *bgRate <= 0 {
+		fmt.Fprintf(os.Stderr, "chaos: -background-rate %v: the reconciliation must run under traffic\n", *bgRate)
+		os.Exit(2)
+	}
+	weed := ""
+	if *s3 {
+		weed = *weedBin
+	}
+	code := run(ctx, *bin, *temporalBin, weed, *base, *count, *rate, *bgRate, *seed, *lakeFaults, *keep)
 	os.Exit(code)
 }
 
-func run(ctx context.Context, bin, temporalBin, base string, count int64, rate float64, seed int64, lakeFaults float64, keep bool) int {
+// run is one chaos run; weed, when not empty, is the SeaweedFS binary the
+// lake's S3 server runs from (-s3).
+func run(ctx context.Context, bin, temporalBin, weed, base string, count int64, rate, bgRate float64, seed int64,
+	lakeFaults float64, keep bool) int {
 	rep := &devstack.Report{Name: "chaos"}
 	say, check, finish := rep.Say, rep.Check, rep.Finish
 	var err error
-	for _, p := range []*string{&bin, &temporalBin, &base} {
+	for _, p := range []*string{&bin, &temporalBin, &base, &weed} {
+		if *p == "" {
+			continue
+		}
 		if *p, err = filepath.Abs(*p); err != nil {
 			check("setup", err)
 			return finish()
@@ -105,10 +131,26 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 			os.RemoveAll(dir)
 		}()
 	}
-	st, err := devstack.NewStack(bin, temporalBin, base, dir)
+	// With -s3 the lake is a bucket on a SeaweedFS server that `reckon
+	// dev` supervises (dev.s3); every command of the run is given dev.s3,
+	// so reconcile and verify read the same bucket.
+	var s3Sets []string
+	if weed != "" {
+		ports, err := devstack.FreePorts(1)
+		if err != nil {
+			check("setup", err)
+			return finish()
+		}
+		s3Sets = []string{"dev.s3=true", "dev.weed_bin=" + weed, "dev.s3_port=" + strconv.Itoa(ports[0]),
+			"lake.root=s3://reckon-lake/chaos"}
+	}
+	st, err := devstack.NewStack(bin, temporalBin, base, dir, s3Sets...)
 	if err != nil {
 		check("setup", err)
 		return finish()
+	}
+	if weed != "" {
+		say("lake %s on a real S3 server (SeaweedFS %s, %s)", st.Cfg.Lake.Root, weed, st.Cfg.Lake.S3.Endpoint)
 	}
 	cfg := st.Cfg
 	rng := rand.New(rand.NewPCG(uint64(seed), 8))
@@ -142,6 +184,9 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 	// so each restart is under way before the next kill.
 	span := time.Duration(float64(count) / rate * float64(time.Second))
 	names := []string{"stream", "stream", "stream", "batch", "batch", "temporal", "broker"}
+	if weed != "" {
+		names = append(names, "s3")
+	}
 	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
 	kills := schedule(rng, names, 10*time.Second, span, 12*time.Second)
 	for i := range kills {
@@ -180,32 +225,73 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate f
 		check(fmt.Sprintf("kill -9 %s at t+%v and restart", k.name, k.at.Round(time.Second)), k.err)
 	}
 
+	// From here to the end of the reconciliation traffic flows, as in
+	// production (issue 24): clean payments on keys of their own, so the
+	// manifest's windows keep their truth while the stream's offsets and
+	// watermark move on. It starts after the kills: its windows past the
+	// reconciled range are checked against the stream's panes alone.
+	bg, err := st.StartBackground(ctx, bgRate, "bg-", seed+1)
+	if !check("background traffic started", err) {
+		return finish()
+	}
+	defer bg.Stop() // on early returns; stopped and checked below
+	say("background traffic: clean payments at %g/s on %s… keys", bgRate, bg.Keys())
+
 	if gen.Await(ctx, rep, "generator finished, manifest complete") != nil && ctx.Err() != nil {
 		return finish()
 	}
 	say("generator done after %v", time.Since(t0).Round(time.Second))
 
-	// Settle: the stream consumes everything.
-	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
-	err = streaming.WaitCaughtUp(sctx, cfg)
-	scancel()
-	check("stream caught up", err)
+	// The reconciliation of a day in progress checks the windows the
+	// stream has purged (docs/adr/0015-stream-progress.md, "Today so
+	// far"): wait until the background traffic has moved the purge past
+	// the run's last window, so it checks every window of the run.
+	lastEnd, err := devstack.LastWindowEnd(gen.Manifest)
+	if !check("manifest read", err) {
+		return finish()
+	}
+	purged, err := st.WaitPurgedThrough(ctx, "payments", lastEnd, 3*time.Minute)
+	check(fmt.Sprintf("stream purged through the run's last window end %s (%s)", lastEnd.UTC().Format(time.TimeOnly),
+		strings.TrimSpace(purged)), err)
 
 	// Reconcile every date the traffic touched (today, and yesterday when
-	// the run crossed midnight), waiting for the report.
+	// the run crossed midnight), waiting for the report, while the
+	// background traffic flows.
 	days := []string{day0}
 	if d := time.Now().UTC().Format(time.DateOnly); d != day0 {
 		days = append(days, d)
 	}
 	for _, d := range days {
+		sent, began := bg.Sent(), time.Now()
+		inProgress := d == began.UTC().Format(time.DateOnly)
 		out, err := devstack.RunCmd(ctx, bin, st.Args("reconcile", "--date", d, "--wait")...)
 		fmt.Print(devstack.Indent(out))
-		check("reconcile "+d, err)
+		took := time.Since(began).Round(time.Second)
+		if err == nil {
+			err = devstack.CheckedThrough(out, d, inProgress, lastEnd)
+		}
+		check(fmt.Sprintf("reconcile %s completed under traffic in %v, every window of the run checked", d, took), err)
+		var moved error
+		if n := bg.Sent() - sent; n == 0 {
+			moved = errors.New("no background event was produced while it ran")
+		} else {
+			say("background traffic during the reconcile of %s: %d events", d, n)
+		}
+		check("traffic on during the reconcile of "+d, moved)
 	}
 
-	out, err := devstack.RunCmd(ctx, bin, st.Args("verify", "--manifest", gen.Manifest, "--truth")...)
+	n := bg.Sent()
+	check(fmt.Sprintf("background traffic stopped, every one of its %d events acknowledged", n), bg.Stop())
+	// Settle: the stream consumes everything (no traffic now: a fixed end).
+	sctx, scancel := context.WithTimeout(ctx, 2*time.Minute)
+	err = streaming.WaitCaughtUp(sctx, cfg)
+	scancel()
+	check("stream caught up", err)
+
+	out, err := devstack.RunCmd(ctx, bin, st.Args("verify", "--manifest", gen.Manifest, "--manifest", bg.Manifest, "--truth")...)
 	fmt.Print(devstack.Indent(out))
-	check("verify --truth (conserved: produced = accepted + late + dead-lettered + duplicates; closed windows = truth)", err)
+	check("verify --truth of the run and the background traffic (conserved: produced = accepted + late + "+
+		"dead-lettered + duplicates; closed windows = truth)", err)
 
 	if lakeFaults > 0 {
 		injected := strings.Count(devstack.ReadFileString(st.LogPath), "lake: injected ")
