@@ -138,8 +138,12 @@ func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (Compa
 // small waits until the oldest is o.LateDelay old.
 //
 // An open hour has each partition with at least o.MaxOpenFiles/2 archive
-// files merged into one archive file <topic>-<p>-<first>-<last>.parquet
-// (the partition's offset range), every offset kept.
+// files merged, every offset kept: its newest files, from the first in
+// offset order that is smaller than all the files after it together (see
+// openMergeRun), into one archive file <topic>-<p>-<first>-<last>.parquet
+// named by their offset range. Older, larger files stay as they are, so a
+// row is rewritten only when the file holding it at least doubles, and an
+// hour's merges write O(n log n) rows for n archived, not O(n²).
 //
 // A crash at any point leaves readable files: inputs and outputs side by
 // side hold the same events, which reckon's reader counts once, and
@@ -325,8 +329,8 @@ func (l *Lake) mergeOpen(ctx context.Context, topic, dir string, hf hourFiles, o
 	}
 	slices.Sort(parts)
 	for _, p := range parts {
-		inputs := hf.archive[p]
-		if len(inputs) < o.openMergeAt() {
+		inputs := openMergeRun(hf.archive[p], o)
+		if len(inputs) == 0 {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -393,12 +397,56 @@ func (l *Lake) mergeOpen(ctx context.Context, topic, dir string, hf hourFiles, o
 	res.MaxPartitionFiles = 0
 	for _, in := range hf.archive {
 		n := len(in)
-		if n >= o.openMergeAt() {
-			n = 1
+		if run := len(openMergeRun(in, o)); run > 0 {
+			n -= run - 1
 		}
 		res.MaxPartitionFiles = max(res.MaxPartitionFiles, n)
 	}
 	return nil
+}
+
+// openMergeRun returns the archive files of one partition of an open hour
+// that mergeOpen merges, in offset order: none below o.openMergeAt()
+// files; otherwise the newest ones, from the oldest file that is smaller
+// than all the files after it together (a file at least that big stays),
+// and every file whose offsets overlap theirs (a crashed merge's inputs
+// beside its output). When that would leave o.openMergeAt() files or more,
+// or merge fewer than two, it is every file.
+//
+// Each merge thus writes at most about twice the bytes archived since the
+// partition's files last doubled: a row is rewritten once per doubling of
+// the file that holds it, log2(hour's files / openMergeAt) times at most,
+// where merging every file each time rewrote the whole hour so far.
+func openMergeRun(files []compactInput, o CompactOptions) []compactInput {
+	if len(files) < o.openMergeAt() {
+		return nil
+	}
+	files = slices.Clone(files)
+	slices.SortFunc(files, func(a, b compactInput) int {
+		return cmp.Or(cmp.Compare(a.FirstOffset, b.FirstOffset), cmp.Compare(a.LastOffset, b.LastOffset))
+	})
+	newer := make([]int64, len(files)+1) // newer[i]: bytes of files[i:]
+	for i := len(files) - 1; i >= 0; i-- {
+		newer[i] = newer[i+1] + files[i].size
+	}
+	j := 0
+	for j < len(files)-1 && files[j].size >= newer[j+1] {
+		j++
+	}
+	// A kept file must end before the merged ones begin.
+	for ; j > 0; j-- {
+		last := int64(-1)
+		for _, f := range files[:j] {
+			last = max(last, f.LastOffset)
+		}
+		if last < files[j].FirstOffset {
+			break
+		}
+	}
+	if j+1 >= o.openMergeAt() || len(files)-j < 2 {
+		j = 0
+	}
+	return files[j:]
 }
 
 // compactClosed merges every file of a closed hour into compacted files

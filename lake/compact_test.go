@@ -271,6 +271,37 @@ func testCompactOpenHour(t *testing.T, opts Options) {
 	}
 }
 
+// TestCompactOpenHourKeepsLargerFiles: an open hour's merge leaves a file
+// at least as big as all newer files together as it is and merges the newer
+// ones: each row is rewritten once per doubling of its file, not at every
+// merge.
+func TestCompactOpenHourKeepsLargerFiles(t *testing.T) {
+	ctx := context.Background()
+	l := mustOpen(t, Options{Root: t.TempDir()})
+	rows := genRows(2000+31*10, 1, 4, 0, 0, 15)
+	if _, err := l.WriteRaw(ctx, topic, 0, 0, 1999, rows[:2000]); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2000; i < len(rows); i += 10 {
+		if _, err := l.WriteRaw(ctx, topic, 0, int64(i), int64(i+9), rows[i:i+10]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := l.CompactHour(ctx, topic, testStart, CompactOptions{Open: true, MaxOpenFiles: 64})
+	if err != nil || len(res.Written) != 1 || res.Rows != 310 || res.Files != 2 || res.MaxPartitionFiles != 2 {
+		t.Fatalf("merge: %+v, %v", res, err)
+	}
+	dir := rawHourKey(topic, testStart)
+	want := []string{FileName(topic, 0, 0, 1999), FileName(topic, 0, 2000, int64(len(rows)-1))}
+	if got := dirNames(t, l, dir); !slices.Equal(got, want) {
+		t.Errorf("after the merge: %v, want %v", got, want)
+	}
+	_, st, err := l.Aggregate(ctx, Query{Topic: topic, From: testStart, To: testStart.Add(time.Hour)}, time.Hour)
+	if err != nil || st.Rows != int64(len(rows)) || st.Duplicates != 0 {
+		t.Errorf("read after the merge: %+v, %v", st, err)
+	}
+}
+
 func TestCompactLock(t *testing.T) { forEachStore(t, testCompactLock) }
 
 func testCompactLock(t *testing.T, opts Options) {

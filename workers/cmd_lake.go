@@ -2,6 +2,7 @@ package workers
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -121,6 +122,15 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 	if err != nil {
 		return err
 	}
+	retention := "forever"
+	if r := cx.cfg.Lake.RejectedRetention; r > 0 {
+		retention = lakeDuration(r)
+	}
+	for i := range inv.Tables {
+		if inv.Tables[i].Table == lake.RejectedDir {
+			inv.Tables[i].Retention = retention
+		}
+	}
 	switch *format {
 	case "json":
 		enc := json.NewEncoder(cx.stdout)
@@ -135,10 +145,15 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 	if len(inv.Tables) == 0 {
 		fmt.Fprintln(tw, "(empty)")
 	} else {
-		fmt.Fprintln(tw, "TABLE\tNAME\tPARTITIONS\tFILES\tROWS\tBYTES\tFROM\tTO")
+		fmt.Fprintln(tw, "TABLE\tNAME\tPARTITIONS\tFILES\tROWS\tBYTES\tFROM\tTO\tRETENTION")
 		for _, t := range inv.Tables {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Table, t.Name, numfmt.Int(int64(t.Partitions)), numfmt.Int(int64(t.Files)),
-				numfmt.Int(t.Rows), lakeBytes(t.Bytes), lakeRFC3339(t.From), lakeRFC3339(t.To))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Table, t.Name, numfmt.Int(int64(t.Partitions)),
+				numfmt.Int(int64(t.Files)), numfmt.Int(t.Rows), lakeBytes(t.Bytes), lakeRFC3339(t.From), lakeRFC3339(t.To),
+				cmp.Or(t.Retention, "forever"))
+		}
+		if cx.cfg.Lake.RejectedRetention > 0 {
+			fmt.Fprintf(tw, "(rejected: the compaction workflow deletes an ingest date %s after its day; "+
+				"lake.rejected_retention)\n", retention)
 		}
 	}
 	if len(inv.Progress) > 0 {
@@ -148,6 +163,14 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// lakeDuration renders d in days when whole days, else as Go does.
+func lakeDuration(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
 }
 
 // runLakeWrite archives a JSONL file through the archiver's writer.

@@ -110,6 +110,9 @@ func DescribeCompaction(st CompactionState) string {
 	fmt.Fprintf(&b, "\n- last pass: %s hours, %s closed compacted, %s open merges, %s redeliveries dropped",
 		numfmt.Int(int64(r.Hours)), numfmt.Int(int64(r.ClosedHours)), numfmt.Int(int64(r.OpenMerges)), numfmt.Int(r.Dropped))
 	fmt.Fprintf(&b, "\n- most files: %d per open partition-hour, %d per closed hour", r.MaxOpenFiles, r.MaxClosedFiles)
+	if r.RejectedExpired > 0 {
+		fmt.Fprintf(&b, "\n- %s rejected files past retention deleted", numfmt.Int(int64(r.RejectedExpired)))
+	}
 	for _, f := range r.Failed {
 		fmt.Fprintf(&b, "\n- failed (retried next pass): %s", mdEscapeLine(f))
 	}

@@ -21,6 +21,11 @@ type Lake struct {
 	// Compaction tunes the continuous compaction of the raw table
 	// (docs/adr/0018-continuous-compaction.md).
 	Compaction LakeCompaction `yaml:"compaction"`
+	// RejectedRetention is how long the rejected table keeps an ingest date.
+	// The compaction workflow deletes a date's files once the day ended
+	// this long ago and its newest file is as old; negative keeps them
+	// forever. Default 168h (7 days).
+	RejectedRetention time.Duration `yaml:"rejected_retention"`
 	// Faults injects storage faults into every lake access of the
 	// process: for `make chaos` and tests only, never in production
 	// (docs/adr/0022-lake-fault-injection.md). Default off.

@@ -500,16 +500,47 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 		fmt.Print(devstack.Indent(out))
 	}
 	check("corrections caught up: verify --truth passes before the reconciliation", err)
+	// The reconciliation runs under traffic, as in production (issue 24):
+	// clean payments on keys of their own keep the stream's offsets and
+	// watermark moving; once they have moved the purge past the run's last
+	// window, the reconciliation of today checks every window of the run.
+	bg, err := st.StartBackground(ctx, o.rate, "bg-", seed+1)
+	if !check("background traffic started", err) {
+		return
+	}
+	defer bg.Stop() // on early returns; stopped and checked below
+	lastEnd, err := devstack.LastWindowEnd(gen.Manifest)
+	if !check("manifest read", err) {
+		return
+	}
+	purged, err := st.WaitPurgedThrough(ctx, "payments", lastEnd, 3*time.Minute)
+	check(fmt.Sprintf("stream purged through the run's last window end %s (%s)", lastEnd.UTC().Format(time.TimeOnly),
+		strings.TrimSpace(purged)), err)
 	days := []string{day0}
 	if d := time.Now().UTC().Format(time.DateOnly); d != day0 {
 		days = append(days, d)
 	}
 	for _, d := range days {
+		sent, began := bg.Sent(), time.Now()
 		out, err := devstack.RunCmd(ctx, o.bin, st.Args("reconcile", "--date", d, "--wait")...)
 		fmt.Print(devstack.Indent(out))
-		check("reconcile "+d, err)
+		if err == nil {
+			err = devstack.CheckedThrough(out, d, d == began.UTC().Format(time.DateOnly), lastEnd)
+		}
+		if err == nil && bg.Sent() == sent {
+			err = errors.New("no background event was produced while it ran")
+		}
+		check(fmt.Sprintf("reconcile %s under traffic (%d background events meanwhile), every window of the run checked",
+			d, bg.Sent()-sent), err)
 	}
-	out, err = devstack.RunCmd(ctx, o.bin, st.Args("verify", "--manifest", gen.Manifest, "--truth", "--lake")...)
+	n := bg.Sent()
+	check(fmt.Sprintf("background traffic stopped, every one of its %d events acknowledged", n), bg.Stop())
+	sctx, scancel = context.WithTimeout(ctx, 3*time.Minute)
+	err = streaming.WaitCaughtUp(sctx, cfg)
+	scancel()
+	check("stream caught up with the background traffic", err)
+	out, err = devstack.RunCmd(ctx, o.bin, st.Args("verify", "--manifest", gen.Manifest, "--manifest", bg.Manifest,
+		"--truth", "--lake")...)
 	fmt.Print(devstack.Indent(out))
 	check("verify --truth --lake (nothing lost or counted twice; closed windows = truth; every archived record once in the lake)", err)
 	check("late and dead letters explained by event time and poison, not by the outage", lateByEventTime(ctx, cfg, gen.Manifest, say))
