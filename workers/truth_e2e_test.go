@@ -48,7 +48,7 @@ import (
 var (
 	e2e         = flag.Bool("e2e", false, "run the batch-truth end-to-end test (make e2e)")
 	recordTruth = flag.Bool("record-truth", false, "with -e2e: record workflow histories into ../workflows/testdata for the replay tests")
-	uiCheck     = flag.String("ui", "", "with -e2e: run the Temporal UI and check it with headless chromium, writing screenshots into this directory")
+	uiCheck     = flag.String("ui", "", "with -e2e (TestTruthEndToEnd) or alone (TestZReportEndToEnd): run the Temporal UI and check it with headless chromium, writing screenshots into this directory")
 )
 
 // TestTruthEndToEnd is the batch truth's acceptance test
@@ -944,44 +944,9 @@ func (st *truthStack) waitingRecompute(t *testing.T, ctx context.Context) (strin
 // minute (ui_cdp_test.go).
 func checkUI(t *testing.T, ctx context.Context, tc client.Client, ui, dir, reconcileID, waitingID, waitingRun string) {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("-ui needs chromium on PATH (Debian: apt-get install chromium): %v", err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	render := func(name, page string, want ...string) {
 		t.Helper()
-		shot := filepath.Join(dir, name+".png")
-		p, err := openPage(ctx, bin, page, t.TempDir())
-		if err != nil {
-			t.Errorf("chromium %s: %v", page, err)
-			return
-		}
-		defer p.close()
-		var missing []string
-		ok, _ := pollUntil(time.Minute, func() (bool, string) {
-			text, err := p.text()
-			if err != nil {
-				missing = []string{"(" + err.Error() + ")"}
-				return false, ""
-			}
-			missing = missing[:0]
-			for _, w := range want {
-				if !strings.Contains(text, w) {
-					missing = append(missing, w)
-				}
-			}
-			return len(missing) == 0, ""
-		})
-		if err := p.screenshot(shot); err != nil {
-			t.Errorf("chromium screenshot %s: %v", page, err)
-		}
-		if !ok {
-			t.Errorf("UI %s: %q not on the page within a minute (screenshot %s)", page, missing, shot)
-		}
-		t.Logf("UI %s: screenshot %s", page, shot)
+		renderUI(t, ctx, dir, name, page, want...)
 	}
 	corrected := `WorkflowType="Recompute" AND ReckonStatus="corrected"` // the README's query
 	render("ui-corrections", ui+"/namespaces/default/workflows?query="+url.QueryEscape(corrected), "correct/payments/1", "Recompute")
@@ -1001,6 +966,50 @@ func checkUI(t *testing.T, ctx context.Context, tc client.Client, ui, dir, recon
 	// Its input, durations readable (workflows/durations.go).
 	render("ui-recompute-input", ui+"/namespaces/default/workflows/"+url.PathEscape(waitingID)+"/"+waitingRun+"/history",
 		`"horizon_wait": "10m0s"`, `"horizon_poll": "1s"`)
+}
+
+// renderUI renders page in headless chromium (Debian `chromium`), waits
+// up to a minute until every wanted text is on it (the UI renders after
+// its API calls return; ui_cdp_test.go reads the text again), and writes
+// a screenshot dir/name.png.
+func renderUI(t *testing.T, ctx context.Context, dir, name, page string, want ...string) {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("-ui needs chromium on PATH (Debian: apt-get install chromium): %v", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(dir, name+".png")
+	p, err := openPage(ctx, bin, page, t.TempDir())
+	if err != nil {
+		t.Errorf("chromium %s: %v", page, err)
+		return
+	}
+	defer p.close()
+	var missing []string
+	ok, _ := pollUntil(time.Minute, func() (bool, string) {
+		text, err := p.text()
+		if err != nil {
+			missing = []string{"(" + err.Error() + ")"}
+			return false, ""
+		}
+		missing = missing[:0]
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				missing = append(missing, w)
+			}
+		}
+		return len(missing) == 0, ""
+	})
+	if err := p.screenshot(shot); err != nil {
+		t.Errorf("chromium screenshot %s: %v", page, err)
+	}
+	if !ok {
+		t.Errorf("UI %s: %q not on the page within a minute (screenshot %s)", page, missing, shot)
+	}
+	t.Logf("UI %s: screenshot %s", page, shot)
 }
 
 // applyTopicMap applies the embedded topic map to cfg's broker.

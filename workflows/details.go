@@ -96,7 +96,15 @@ func changesMarkdown(changes []activities.WindowChange, total int64) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | v%d, %s, %s | %s |\n", mdCell(c.Key), c.WindowStart.UTC().Format(time.TimeOnly),
 			published, c.Version, numfmt.Int(c.TruthCount), numfmt.Float(c.TruthSum), mdCell(c.Reason))
 	}
-	return strings.TrimSuffix(b.String(), "\n")
+	// Last, where the UI's frame may clip a few pixels: where to see all.
+	b.WriteString("\nevery correction is in the lake's `corrections` table (docs/lake.md)")
+	return b.String()
+}
+
+// pollNote ends a waiting workflow's details (the UI's frame may clip its
+// last line by a few pixels): when it looks again.
+func pollNote(poll time.Duration) string {
+	return fmt.Sprintf("checked again every %v", poll)
 }
 
 // triggerText says why a recompute ran, for its details.

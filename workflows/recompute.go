@@ -258,8 +258,8 @@ func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams,
 			return time.Time{}, time.Time{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("recompute %s: horizon not reached after %v: %s", what, waited, h.Waiting), ErrTypeHorizon, nil)
 		}
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s",
-			what, polls+1, waited.Round(time.Second), in.HorizonWait, mdList(h.Waiting)))
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s\n\n%s",
+			what, polls+1, waited.Round(time.Second), in.HorizonWait, mdList(h.Waiting), pollNote(in.HorizonPoll)))
 		// A long poll returns after HorizonPoll; a quicker answer (a short
 		// poll, a retried attempt) waits out the rest of it.
 		if rest := in.HorizonPoll - workflow.Now(ctx).Sub(asked); rest > 0 {
@@ -298,8 +298,8 @@ func awaitHorizonV0(ctx, short workflow.Context, st *RecomputeStatus, in Recompu
 			return temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("recompute %s: horizon not reached after %v: %s", what, waited, h.Waiting), ErrTypeHorizon, nil)
 		}
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s",
-			what, polls+1, waited.Round(time.Second), in.HorizonWait, mdList(h.Waiting)))
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s\n\n%s",
+			what, polls+1, waited.Round(time.Second), in.HorizonWait, mdList(h.Waiting), pollNote(in.HorizonPoll)))
 		if err := workflow.Sleep(ctx, in.HorizonPoll); err != nil {
 			return err
 		}

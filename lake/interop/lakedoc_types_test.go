@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,11 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // docColumn is one column of a table as docs/lake.md describes it.
 type docColumn struct {
-	name, duckdb, line string
+	name, parquet, duckdb, line string
 }
 
 // lakeDocTables returns, per "## <table>" section of docs/lake.md, the
@@ -68,7 +72,7 @@ func lakeDocTables(t *testing.T, doc string) map[string][]docColumn {
 			continue
 		}
 		for i, c := range cols {
-			tables[section] = append(tables[section], docColumn{c, types[min(i, len(types)-1)], l})
+			tables[section] = append(tables[section], docColumn{c, strings.TrimSpace(cells[1]), types[min(i, len(types)-1)], l})
 		}
 	}
 	return tables
@@ -86,7 +90,8 @@ func duckType(s string) string {
 // TestLakeDocColumnTypes: every table docs/lake.md describes has exactly
 // the columns it lists, with the DuckDB types it gives, as DuckDB's
 // DESCRIBE reports them for files reckon's writers wrote (hive
-// partitioning on, as the doc's queries read them). The windows table
+// partitioning on, as the doc's queries read them), and every column it
+// calls a UTC timestamp is isAdjustedToUTC=true in the files. The windows table
 // lists its own columns after "every summaries column"; truth files are
 // "in the summaries schema".
 func TestLakeDocColumnTypes(t *testing.T) {
@@ -139,6 +144,61 @@ func TestLakeDocColumnTypes(t *testing.T) {
 			if !listed[name] {
 				t.Errorf("%s.%s (%s): in the files, not in docs/lake.md", table, name, typ)
 			}
+		}
+		checkTimestampUTC(t, l.Root(), table, want)
+	}
+}
+
+// checkTimestampUTC: a column docs/lake.md calls a "timestamp … UTC" is
+// an INT64 TIMESTAMP with isAdjustedToUTC=true in the table's files (one
+// file read), and one it calls "not UTC-adjusted" has it false.
+func checkTimestampUTC(t *testing.T, root, table string, cols []docColumn) {
+	t.Helper()
+	var file string
+	_ = filepath.WalkDir(filepath.Join(root, table), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && file == "" && !d.IsDir() && strings.HasSuffix(p, ".parquet") && !strings.HasPrefix(d.Name(), ".") {
+			file = p
+		}
+		return err
+	})
+	if file == "" {
+		t.Errorf("%s: no file", table)
+		return
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(f, st.Size())
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	for _, c := range cols {
+		if !strings.Contains(c.parquet, "timestamp") {
+			continue
+		}
+		leaf, ok := pf.Schema().Lookup(c.name)
+		if !ok {
+			t.Errorf("%s.%s: not in %s", table, c.name, file)
+			continue
+		}
+		var ts *format.TimestampType
+		if lt := leaf.Node.Type().LogicalType(); lt != nil {
+			ts, _ = lt.Value.(*format.TimestampType)
+		}
+		if ts == nil {
+			t.Errorf("%s.%s: docs/lake.md says %s, the file's type is %v", table, c.name, c.parquet, leaf.Node.Type())
+			continue
+		}
+		docUTC := strings.Contains(c.parquet, "UTC") && !strings.Contains(c.parquet, "not UTC")
+		if ts.IsAdjustedToUTC != docUTC {
+			t.Errorf("%s.%s: docs/lake.md says %s, the file has isAdjustedToUTC=%v", table, c.name, c.parquet,
+				ts.IsAdjustedToUTC)
 		}
 	}
 }
