@@ -57,7 +57,8 @@ type FeatureRow struct {
 func FeatureRowOf(f event.Feature, partition int32, offset int64) FeatureRow {
 	return FeatureRow{
 		Stream: f.Stream, Key: f.Key, EventID: f.EventID, EventTime: micros(f.EventTime), SizeNS: int64(f.Size),
-		Count: f.Count, Sum: f.Sum, Watermark: micros(f.Watermark), EmittedAt: micros(f.EmittedAt), ArrivedAt: micros(f.ArrivedAt),
+		Count: f.Count, Sum: f.Sum, Watermark: micros(f.Watermark),
+		EmittedAt: micros(f.EmittedAt), ArrivedAt: micros(f.ArrivedAt),
 		SourceTopic: f.SourceTopic, SourcePartition: f.SourcePartition, SourceOffset: f.SourceOffset,
 		KafkaPartition: partition, KafkaOffset: offset,
 	}
@@ -73,7 +74,8 @@ func (r FeatureRow) Feature() event.Feature {
 		return time.UnixMicro(us).UTC()
 	}
 	return event.Feature{
-		Stream: r.Stream, Key: r.Key, EventID: r.EventID, EventTime: time.UnixMicro(r.EventTime).UTC(), Size: time.Duration(r.SizeNS),
+		Stream: r.Stream, Key: r.Key, EventID: r.EventID,
+		EventTime: time.UnixMicro(r.EventTime).UTC(), Size: time.Duration(r.SizeNS),
 		Count: r.Count, Sum: r.Sum, Watermark: t(r.Watermark), EmittedAt: t(r.EmittedAt), ArrivedAt: t(r.ArrivedAt),
 		SourceTopic: r.SourceTopic, SourcePartition: r.SourcePartition, SourceOffset: r.SourceOffset,
 	}
