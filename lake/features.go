@@ -2,8 +2,13 @@ package lake
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -203,4 +208,60 @@ func (l *Lake) FeatureStreams(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// StepIntent is the offset range [From, To) an archive step of
+// Topic/Partition is about to write, recorded before its files. Its files
+// are named by the range, so a step that dies after writing some of them
+// and before recording progress must be done again with the same range, or
+// the next range's files would hold its offsets a second time: the
+// archive reads the intent when it resumes (docs/adr/0036-features-archive.md).
+type StepIntent struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	From      int64  `json:"from"`
+	To        int64  `json:"to"`
+}
+
+func stepIntentKey(topic string, partition int32) string {
+	return progressDirKey(topic) + "/partition=" + strconv.FormatInt(int64(partition), 10) + ".step.json"
+}
+
+// WriteStepIntent records s atomically, replacing the previous intent of
+// its partition.
+func (l *Lake) WriteStepIntent(ctx context.Context, s StepIntent) error {
+	if err := ValidateTopic(s.Topic); err != nil {
+		return err
+	}
+	if s.Partition < 0 || s.From < 0 || s.To < s.From {
+		return fmt.Errorf("%w: step intent %s/%d [%d, %d)", ErrBadRange, s.Topic, s.Partition, s.From, s.To)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("lake: step intent: %w", err)
+	}
+	_, err = l.store.put(ctx, stepIntentKey(s.Topic, s.Partition), func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
+	return err
+}
+
+// ReadStepIntent returns the recorded intent of topic/partition; ok is
+// false when none was recorded.
+func (l *Lake) ReadStepIntent(ctx context.Context, topic string, partition int32) (s StepIntent, ok bool, err error) {
+	if err := ValidateTopic(topic); err != nil {
+		return s, false, err
+	}
+	b, err := l.store.readFile(ctx, stepIntentKey(topic, partition))
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, false, nil
+	}
+	if err != nil {
+		return s, false, err
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, false, fmt.Errorf("%w: step intent %s/%d: %v", ErrBadFile, topic, partition, err)
+	}
+	return s, true, nil
 }

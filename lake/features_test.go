@@ -122,3 +122,34 @@ func testFeaturesTable(t *testing.T, opts Options) {
 		t.Errorf("bad stream name: %v", err)
 	}
 }
+
+// TestStepIntent: an archive step's intent round-trips per partition, a
+// later one replaces it, none reads as not ok, and the progress listing
+// does not mistake it for a partition's progress.
+func TestStepIntent(t *testing.T) { forEachStore(t, testStepIntent) }
+
+func testStepIntent(t *testing.T, opts Options) {
+	l := mustOpen(t, opts)
+	ctx := t.Context()
+	if _, ok, err := l.ReadStepIntent(ctx, "reckon-features", 1); ok || err != nil {
+		t.Fatalf("no intent yet: ok %v, %v", ok, err)
+	}
+	for _, s := range []StepIntent{{"reckon-features", 1, 0, 40}, {"reckon-features", 1, 40, 90}, {"reckon-features", 0, 7, 8}} {
+		if err := l.WriteStepIntent(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, ok, err := l.ReadStepIntent(ctx, "reckon-features", 1); !ok || err != nil || s != (StepIntent{"reckon-features", 1, 40, 90}) {
+		t.Fatalf("intent %+v, %v, %v", s, ok, err)
+	}
+	if err := l.WriteStepIntent(ctx, StepIntent{"reckon-features", 1, 9, 8}); !errors.Is(err, ErrBadRange) {
+		t.Errorf("backwards range: %v", err)
+	}
+	if _, err := l.WriteProgress(ctx, Progress{Topic: "reckon-features", Partition: 1, NextOffset: 40}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := l.TopicProgress(ctx, "reckon-features")
+	if err != nil || len(ps) != 1 || ps[0].NextOffset != 40 {
+		t.Fatalf("progress %+v, %v", ps, err)
+	}
+}
