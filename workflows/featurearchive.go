@@ -57,7 +57,8 @@ func FeatureArchive(ctx workflow.Context, st FeatureArchiveState) error {
 	if st.MaxRecords <= 0 {
 		st.MaxRecords = 100_000
 	}
-	err := workflow.SetQueryHandler(ctx, FeatureArchiveQueryProgress, func() (FeatureArchiveState, error) { return st, nil })
+	query := func() (FeatureArchiveState, error) { return st, nil }
+	err := workflow.SetQueryHandler(ctx, FeatureArchiveQueryProgress, query)
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,9 @@ func FeatureArchive(ctx workflow.Context, st FeatureArchiveState) error {
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeCursor, activities.ErrTypePartition},
+			NonRetryableErrorTypes: []string{
+				activities.ErrTypeTruthInput, activities.ErrTypeCursor, activities.ErrTypePartition,
+			},
 		},
 	})
 	if st.Cursor < 0 {
