@@ -141,7 +141,11 @@ func TestFeaturesArchivedOnce(t *testing.T) {
 	}
 	got := map[place]int{}
 	rows := 0
-	for _, s := range []string{"payments"} {
+	streams, err := st.lk.FeatureStreams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range streams {
 		rs, err := st.lk.ReadFeatures(ctx, s, time.Now().Add(-24*time.Hour), time.Now().Add(24*time.Hour))
 		if err != nil {
 			t.Fatal(err)
