@@ -4,14 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/goccy/go-yaml"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.temporal.io/sdk/worker"
 
 	"reckon/internal/config"
 	"reckon/internal/event"
@@ -19,18 +21,18 @@ import (
 )
 
 // TestFeaturesArchivedOnce runs the stream worker with rolling features on
-// payments, clean traffic throughout, and the batch worker's features
-// archive (started by startTruth, as `reckon batch` does) on the real dev
-// server and kfake. The batch worker is stopped once the archive has
-// recorded progress, while features keep coming, and a new one started
-// later; in the end every committed record of the features topic is in
+// payments, clean traffic throughout, and `reckon batch` (which starts the
+// features archive with the other long-running workflows) as a process,
+// on the real dev server and kfake. The batch process is SIGKILLed once
+// the archive has recorded progress, while features keep coming, and a
+// new one started later; in the end every committed record of the features topic is in
 // the lake's features table exactly once, with the record's figures and
 // its source event's place on the raw topic.
 func TestFeaturesArchivedOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	st := newTruthStack(t, ctx, stackOptions{externalBatch: true, tweak: func(c *config.Config) {
 		for i := range c.Streams {
@@ -40,17 +42,26 @@ func TestFeaturesArchivedOnce(t *testing.T) {
 		}
 	}})
 	st.runStream(t, ctx)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	batch := func() worker.Worker {
-		w := worker.New(st.tc, st.cfg.Temporal.TaskQueue, worker.Options{})
-		registerBatchAndTruth(t, w, st.cfg, st.lk)
-		if err := w.Start(); err != nil {
+	// The batch worker is `reckon batch` in a process of its own (this
+	// test binary as reckon), so it can be SIGKILLed.
+	b, err := yaml.Marshal(st.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "reckon.yaml")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	batch := func() (*exec.Cmd, *lockedBuffer) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envChild+"=1", envChildArgs+"=batch\x1f--config\x1f"+path+"\x1f--set\x1fmetrics.addr=")
+		out := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		if err := startTruth(ctx, st.cfg, st.tc, quiet); err != nil {
-			t.Fatal(err)
-		}
-		return w
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd, out
 	}
 	adm, closeAdm, err := kafkaconn.NewAdmin(st.cfg.Kafka, "test")
 	if err != nil {
@@ -75,23 +86,28 @@ func TestFeaturesArchivedOnce(t *testing.T) {
 	}
 
 	stopTraffic := st.backgroundTraffic(t, ctx, 100)
-	w := batch()
-	waitFor(t, time.Minute, "the features archive to record progress", func() (bool, string) {
+	first, out := batch()
+	waitFor(t, 2*time.Minute, "the features archive to record progress", func() (bool, string) {
 		next, _, why := archived()
-		return next > 0, why
+		return next > 0, why + "\n" + out.String()
 	})
-	w.Stop() // the batch worker goes away mid-run; the stream keeps serving
+	// The batch worker dies mid-run, whatever it was doing; the stream
+	// keeps serving.
+	_ = first.Process.Signal(syscall.SIGKILL)
+	_ = first.Wait()
 	atStop, _, _ := archived()
 	waitFor(t, time.Minute, "features to pile up while no archive runs", func() (bool, string) {
 		_, end, why := archived()
 		return end > atStop+300, why
 	})
-	t.Cleanup(batch().Stop) // a new batch worker: the same workflows resume
+	_, out = batch() // a new batch worker: the same workflows resume
 	sent := stopTraffic()
 	st.waitStreamCommitted(t, ctx)
-	waitFor(t, 2*time.Minute, "the features archive to reach the end of the topic", func() (bool, string) {
+	// A step the kill interrupted is retried after its heartbeat
+	// timeout (a minute).
+	waitFor(t, 3*time.Minute, "the features archive to reach the end of the topic", func() (bool, string) {
 		next, end, why := archived()
-		return next == end, why
+		return next == end, why + "\n" + out.String()
 	})
 
 	// Every committed feature record, by its place on the topic.
