@@ -17,7 +17,9 @@
 //	truth/stream=<s>/window_date=YYYY-MM-DD/<name>.parquet
 //	windows/stream=<s>/window_date=YYYY-MM-DD/windows-HH.parquet      (curated)
 //	corrections/stream=<s>/window_date=YYYY-MM-DD/corrections-HH.parquet (curated)
+//	features/stream=<s>/event_date=YYYY-MM-DD/<t>-<partition>-<firstOffset>-<lastOffset>.parquet
 //	_progress/topic=<t>/partition=<p>.json
+//	_progress/topic=<t>/partition=<p>.step.json   (a features archive step's range, ADR 0036)
 //
 // docs/lake.md documents every table for analysts.
 //

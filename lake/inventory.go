@@ -13,7 +13,7 @@ import (
 // rejected, one stream of summaries), from file footers only.
 type TableInfo struct {
 	// Table is "raw", "rejected", "raw_dropped", "summaries", "truth",
-	// "windows" or "corrections"; Name the topic or stream.
+	// "windows", "corrections" or "features"; Name the topic or stream.
 	Table string `json:"table"`
 	Name  string `json:"name"`
 	// Partitions counts the leaf hive directories (hours or dates).
@@ -39,14 +39,17 @@ type Inventory struct {
 }
 
 // tableTimeColumn is the time column summarized per table.
-var tableTimeColumn = map[string]string{RawDir: "occurred_at", RejectedDir: "ingested_at", DroppedDir: "occurred_at", SummariesDir: "window_start",
-	TruthDir: "window_start", WindowsDir: "window_start", CorrectionsDir: "window_start"}
+var tableTimeColumn = map[string]string{
+	RawDir: "occurred_at", RejectedDir: "ingested_at", DroppedDir: "occurred_at", SummariesDir: "window_start",
+	TruthDir: "window_start", WindowsDir: "window_start", CorrectionsDir: "window_start", FeaturesDir: "event_time",
+}
 
 // List summarizes every table and the archive progress of every topic.
 // It reads file footers, not data.
 func (l *Lake) List(ctx context.Context) (Inventory, error) {
 	var inv Inventory
-	for _, table := range []string{RawDir, RejectedDir, DroppedDir, SummariesDir, TruthDir, WindowsDir, CorrectionsDir} {
+	tables := []string{RawDir, RejectedDir, DroppedDir, SummariesDir, TruthDir, WindowsDir, CorrectionsDir, FeaturesDir}
+	for _, table := range tables {
 		prefix := "topic="
 		if table != RawDir && table != RejectedDir {
 			prefix = "stream="

@@ -5,7 +5,7 @@
 // `reckon sql` for one-shot queries in a terminal.
 //
 // Every query sees the same views, defined once in views.go: raw, events,
-// panes, truth, windows, corrections, zreports, zreport_versions, and the
+// panes, truth, windows, corrections, features, zreports, zreport_versions, and the
 // table macros windows_as_of(TIMESTAMP) and zreports_as_of(TIMESTAMP)
 // (docs/lake.md, "SQL endpoint views"). The endpoint is read-only and
 // locked down: one SELECT per query, DuckDB reads only the lake directory,

@@ -20,8 +20,8 @@ type baseTable struct {
 }
 
 // baseTables are the lake tables the views read, as lake/schema.go,
-// lake/truth_table.go, lake/curated.go and activities/zreport_lake.go
-// write them (each file's columns, then the hive partition columns).
+// lake/truth_table.go, lake/curated.go, lake/features.go and
+// activities/zreport_lake.go write them (each file's columns, then the hive partition columns).
 // windows and corrections are the curated tables
 // (docs/adr/0019-curated-tables.md), read as they are: they hold the
 // windowsHistorySQL and correctionsHistorySQL definitions materialised by
@@ -36,6 +36,7 @@ var baseTables = []baseTable{
 	{view: "truth", dir: "truth", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: paneColumns},
 	{view: "windows", dir: "windows", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: windowColumns},
 	{view: "corrections", dir: "corrections", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: correctionColumns},
+	{view: "features", dir: "features", hive: "{'stream': VARCHAR, 'event_date': DATE}", cols: featureColumns},
 	{view: "zreport_versions", dir: "zreports", hive: "{'close_date': DATE}", cols: []column{
 		{"fiscal_drive", "VARCHAR"}, {"shift", "BIGINT"}, {"version", "BIGINT"}, {"status", "VARCHAR"},
 		{"shift_closed_at", "TIMESTAMPTZ"}, {"finalized_at", "TIMESTAMPTZ"}, {"reason", "VARCHAR"},
@@ -75,6 +76,16 @@ var correctionColumns = []column{
 	{"count", "BIGINT"}, {"sum", "DOUBLE"}, {"min", "DOUBLE"}, {"max", "DOUBLE"},
 	{"prev_version", "BIGINT"}, {"prev_count", "BIGINT"}, {"prev_sum", "DOUBLE"}, {"prev_min", "DOUBLE"}, {"prev_max", "DOUBLE"},
 	{"prev_computed_by", "VARCHAR"}, {"prev_emitted_at", "TIMESTAMPTZ"},
+}
+
+// featureColumns are the features table's columns (lake.FeatureRow) and
+// its hive partition: every feature the stream served.
+var featureColumns = []column{
+	{"stream", "VARCHAR"}, {"key", "VARCHAR"}, {"event_id", "VARCHAR"}, {"event_time", "TIMESTAMPTZ"},
+	{"size_ns", "BIGINT"}, {"count", "BIGINT"}, {"sum", "DOUBLE"}, {"watermark", "TIMESTAMPTZ"},
+	{"emitted_at", "TIMESTAMPTZ"}, {"arrived_at", "TIMESTAMPTZ"},
+	{"source_topic", "VARCHAR"}, {"source_partition", "INTEGER"}, {"source_offset", "BIGINT"},
+	{"kafka_partition", "INTEGER"}, {"kafka_offset", "BIGINT"}, {"event_date", "DATE"},
 }
 
 // sqlString quotes s as a SQL string literal.

@@ -3,6 +3,7 @@ package streaming
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -47,6 +48,7 @@ func TestOutputTimes(t *testing.T) {
 	// Arrival of each raw event: its first record's Kafka timestamp (a
 	// redelivery is a duplicate, dropped by dedup).
 	arrival := map[string]time.Time{}
+	source := map[string]string{} // event id → topic/partition/offset of its first record
 	var first, last time.Time
 	for _, topic := range []string{"payments-kejadian", "m8-suhu-kejadian"} {
 		read(t, cfg, topic, func(r *kgo.Record) {
@@ -56,6 +58,7 @@ func TestOutputTimes(t *testing.T) {
 			if json.Unmarshal(r.Value, &env) == nil && env.EventID != "" {
 				if _, seen := arrival[env.EventID]; !seen {
 					arrival[env.EventID] = r.Timestamp
+					source[env.EventID] = fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)
 				}
 			}
 			if first.IsZero() || r.Timestamp.Before(first) {
@@ -76,6 +79,9 @@ func TestOutputTimes(t *testing.T) {
 		features++
 		if a, ok := arrival[f.EventID]; !ok || !f.ArrivedAt.Equal(a) {
 			t.Errorf("feature of %s: arrived_at %s, its source record's timestamp %s (found %v)", f.EventID, f.ArrivedAt, a, ok)
+		}
+		if got := fmt.Sprintf("%s/%d/%d", f.SourceTopic, f.SourcePartition, f.SourceOffset); got != source[f.EventID] {
+			t.Errorf("feature of %s: source %s, its first record is at %s", f.EventID, got, source[f.EventID])
 		}
 		if !within(f.EmittedAt) || !ms(f.EmittedAt).Equal(r.Timestamp) {
 			t.Errorf("feature of %s: emitted_at %s, record timestamp %s; the worker's clock ran %s … %s",

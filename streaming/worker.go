@@ -918,6 +918,7 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 		}
 		for i := range so.out.Features {
 			f := so.out.Features[i].Event(so.cfg.Name, so.cfg.Rolling, emitted)
+			f.SourceTopic, f.SourcePartition, f.SourceOffset = part.topic, part.partition, so.out.Features[i].Ref
 			r := a.record(w.cfg.Topics.Features)
 			r.Timestamp = emitted
 			r.Key = a.appendString(f.Key)

@@ -22,12 +22,13 @@ import (
 	"reckon/workflows"
 )
 
-var recordLongRunning = flag.Bool("record-long-running", false, "record the Archive, PaneArchive and LateWatch histories into ../workflows/testdata for the replay tests")
+var recordLongRunning = flag.Bool("record-long-running", false,
+	"record the Archive, PaneArchive, FeatureArchive and LateWatch histories into ../workflows/testdata for the replay tests")
 
 // TestRecordLongRunningHistories records the histories
 // workflows.TestLongRunningHistoriesReplay replays: the workflows that run
 // for ever and so are always running during a deploy — Archive,
-// PaneArchive, LateWatch — with the real activities on a dev server and a
+// PaneArchive, FeatureArchive, LateWatch — with the real activities on a dev server and a
 // kfake broker. The dev server suggests continuing as new after 100
 // events, so each workflow's first two runs are short and end in
 // continue-as-new; both are recorded: the first starts fresh (cursor from
@@ -117,6 +118,28 @@ func TestRecordLongRunningHistories(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// produceFeatures commits n served features in one transaction, as
+	// the stream worker does.
+	featureN := 0
+	produceFeatures := func(n int) {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for ; n > 0; n-- {
+			et := base.Add(time.Duration(featureN) * time.Second)
+			f := event.Feature{Stream: "payments", Key: fmt.Sprintf("u%d", featureN%7), EventID: fmt.Sprintf("ev%d", featureN),
+				EventTime: et, Size: time.Minute, Count: 1, Sum: 100, EmittedAt: et, ArrivedAt: et,
+				SourceTopic: "payments-kejadian", SourceOffset: int64(featureN)}
+			r := &kgo.Record{Topic: cfg.Topics.Features, Key: []byte(f.Key), Value: f.AppendJSON(nil)}
+			if err := txn.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			featureN++
+		}
+		if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// produceLate sends n raw records to the late topic as the stream
 	// worker does for events beyond allowed lateness.
 	produceLate := func(n int) {
@@ -139,6 +162,7 @@ func TestRecordLongRunningHistories(t *testing.T) {
 
 	produceRaw(50)
 	producePanes(25)
+	produceFeatures(25)
 	type recorded struct {
 		name   string
 		burst  func() // new records for the run after the first
@@ -153,15 +177,19 @@ func TestRecordLongRunningHistories(t *testing.T) {
 		return run.GetRunID()
 	}
 	ids := map[string]string{
-		"archive":      workflows.ArchiveWorkflowID(raw, 0),
-		"pane_archive": workflows.PaneArchiveWorkflowID(summaries, 0),
-		"late_watch":   workflows.LateWatchWorkflowID(late, 0),
+		"archive":         workflows.ArchiveWorkflowID(raw, 0),
+		"pane_archive":    workflows.PaneArchiveWorkflowID(summaries, 0),
+		"late_watch":      workflows.LateWatchWorkflowID(late, 0),
+		"feature_archive": workflows.FeatureArchiveWorkflowID(cfg.Topics.Features, 0),
 	}
 	recs := []*recorded{
 		{name: "archive", burst: func() { produceRaw(30) }, runs: []string{start(ids["archive"], "Archive",
 			workflows.ArchiveState{Topic: raw, Partition: 0, Cursor: -1, MaxRecords: 20, Idle: 300 * time.Millisecond})}},
 		{name: "pane_archive", burst: func() { producePanes(15) }, runs: []string{start(ids["pane_archive"], workflows.PaneArchiveWorkflow,
 			workflows.PaneArchiveState{Topic: summaries, Partition: 0, Cursor: -1, MaxRecords: 20, Idle: 300 * time.Millisecond})}},
+		{name: "feature_archive", burst: func() { produceFeatures(15) }, runs: []string{start(ids["feature_archive"],
+			workflows.FeatureArchiveWorkflow, workflows.FeatureArchiveState{Topic: cfg.Topics.Features, Partition: 0, Cursor: -1,
+				MaxRecords: 20, Idle: 300 * time.Millisecond})}},
 		{name: "late_watch", burst: func() { produceLate(3) }, runs: []string{start(ids["late_watch"], workflows.LateWatchWorkflow,
 			workflows.LateWatchState{Topic: late, Partition: 0, Cursor: -1, Wait: 300 * time.Millisecond})}},
 	}
@@ -181,6 +209,7 @@ func TestRecordLongRunningHistories(t *testing.T) {
 	produceLate(3)
 	produceRaw(30)
 	producePanes(15)
+	produceFeatures(15)
 
 	// Each workflow's first run ends in continue-as-new; then its second
 	// run gets new records and ends the same way.

@@ -47,6 +47,7 @@ func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, log *sl
 		{workflows.Correct, workflows.CorrectWorkflow},
 		{workflows.LateWatch, workflows.LateWatchWorkflow},
 		{workflows.PaneArchive, workflows.PaneArchiveWorkflow},
+		{workflows.FeatureArchive, workflows.FeatureArchiveWorkflow},
 		{workflows.CurateTables, workflows.CurateTablesWorkflow},
 		{workflows.Finalize, workflows.FinalizeWorkflow},
 	} {
@@ -80,8 +81,9 @@ func correctParams(cfg *config.Config, stream string) workflows.CorrectParams {
 }
 
 // startTruth idempotently starts the long-running parts (pane archive per
-// summaries partition, targeted-correction consumer/workflow, a finalizer per
-// stream) and applies the reconcile schedule.
+// summaries partition, features archive per features partition,
+// targeted-correction consumer/workflow, a finalizer per stream) and
+// applies the reconcile schedule.
 func startTruth(ctx context.Context, cfg *config.Config, c client.Client, log *slog.Logger) error {
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -93,7 +95,7 @@ func startTruth(ctx context.Context, cfg *config.Config, c client.Client, log *s
 		return err
 	}
 	defer closeAdm()
-	md, err := adm.ListTopics(ctx, cfg.Topics.Summaries, cfg.Topics.Late)
+	md, err := adm.ListTopics(ctx, cfg.Topics.Summaries, cfg.Topics.Late, cfg.Topics.Features)
 	if err != nil {
 		return fmt.Errorf("truth: list topics: %w", err)
 	}
@@ -111,17 +113,22 @@ func startTruth(ctx context.Context, cfg *config.Config, c client.Client, log *s
 		log.Info("workflow running", "id", id, "run", run.GetRunID())
 		return nil
 	}
-	for _, t := range []string{cfg.Topics.Summaries, cfg.Topics.Late} {
+	for _, t := range []string{cfg.Topics.Summaries, cfg.Topics.Late, cfg.Topics.Features} {
 		d, ok := md[t]
 		if !ok || d.Err != nil {
 			log.Warn("topic not found; not watching it (run `reckon topics apply`)", "topic", t)
 			continue
 		}
 		for _, p := range d.Partitions.Numbers() {
-			if t == cfg.Topics.Summaries {
+			switch t {
+			case cfg.Topics.Summaries:
 				err = start(workflows.PaneArchiveWorkflowID(t, p), fmt.Sprintf("archive panes of %s partition %d to the lake", t, p),
 					workflows.PaneArchiveWorkflow, workflows.PaneArchiveState{Topic: t, Partition: p, Cursor: -1, Idle: cfg.Batch.PaneArchiveIdle})
-			} else {
+			case cfg.Topics.Features:
+				err = start(workflows.FeatureArchiveWorkflowID(t, p),
+					fmt.Sprintf("archive the served features of %s partition %d", t, p), workflows.FeatureArchiveWorkflow,
+					workflows.FeatureArchiveState{Topic: t, Partition: p, Cursor: -1, Idle: cfg.Batch.PaneArchiveIdle})
+			default:
 				err = start(workflows.LateWatchWorkflowID(t, p), fmt.Sprintf("watch %s partition %d for too-late events → targeted corrections", t, p),
 					workflows.LateWatchWorkflow, workflows.LateWatchState{Topic: t, Partition: p, Cursor: -1, Wait: cfg.Batch.LateWait})
 			}

@@ -16,7 +16,7 @@ import (
 )
 
 // TestLongRunningHistoriesReplay replays recorded histories of the
-// workflows that never end — Archive, PaneArchive, LateWatch, Compaction — with
+// workflows that never end — Archive, PaneArchive, FeatureArchive, LateWatch, Compaction — with
 // today's code. Their runs are open during every deploy and the new code
 // replays them: a change to their command sequence (another activity, a
 // timer, a reordered step) would break every partition's run, and fails
@@ -47,6 +47,8 @@ func TestLongRunningHistoriesReplay(t *testing.T) {
 		// Recorded before the curation step (workflow.GetVersion "curate-windows").
 		{"pane_archive_precurate_history.json", false, "PaneCursor", "PaneArchiveEnd", "ArchivePanes", "Panes", true, ""},
 		{"pane_archive_continued_precurate_history.json", true, "", "PaneArchiveEnd", "ArchivePanes", "Panes", true, ""},
+		{"feature_archive_history.json", false, "FeatureCursor", "FeatureArchiveEnd", "ArchiveFeatures", "Features", true, ""},
+		{"feature_archive_continued_history.json", true, "", "FeatureArchiveEnd", "ArchiveFeatures", "Features", true, ""},
 		{"late_watch_history.json", false, "", "ReadLate", "ReadLate", "Items", false, ""},
 		{"late_watch_continued_history.json", true, "", "ReadLate", "ReadLate", "Items", false, ""},
 		{"compaction_history.json", false, "", "CompactRaw", "CompactRaw", "Rows", true, ""},
@@ -89,6 +91,7 @@ func TestLongRunningHistoriesReplay(t *testing.T) {
 			r.RegisterWorkflowWithOptions(workflows.Archive, workflow.RegisterOptions{Name: "Archive"})
 			r.RegisterWorkflowWithOptions(workflows.PaneArchive, workflow.RegisterOptions{Name: workflows.PaneArchiveWorkflow})
 			r.RegisterWorkflowWithOptions(workflows.LateWatch, workflow.RegisterOptions{Name: workflows.LateWatchWorkflow})
+			r.RegisterWorkflowWithOptions(workflows.FeatureArchive, workflow.RegisterOptions{Name: workflows.FeatureArchiveWorkflow})
 			r.RegisterWorkflowWithOptions(workflows.Compaction, workflow.RegisterOptions{Name: workflows.CompactionWorkflow})
 			if err := r.ReplayWorkflowHistory(nil, hist); err != nil {
 				t.Fatal(err)

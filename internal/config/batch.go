@@ -41,7 +41,7 @@ type Batch struct {
 	// LateWait is how long one read of the late topic waits for records
 	// before returning empty. Default 5s.
 	LateWait time.Duration `yaml:"late_wait"`
-	// PaneArchiveIdle is how long the pane archive sleeps when caught up.
+	// PaneArchiveIdle is how long the pane and feature archives idle.
 	// Default 2s.
 	PaneArchiveIdle time.Duration `yaml:"pane_archive_idle"`
 	// FinalizeEvery paces the finalizers: a step at most this often. Each

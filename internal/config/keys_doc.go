@@ -118,7 +118,7 @@ var keyDocs = map[string]string{
 	"batch.correct_debounce":               "CorrectDebounce: a targeted correction waits this long after the last too-late event of a stream before recomputing.",
 	"batch.correct_max_delay":              "CorrectMaxDelay bounds the debounce: a correction starts at most this long after the first pending too-late event.",
 	"batch.late_wait":                      "LateWait is how long one read of the late topic waits for records before returning empty.",
-	"batch.pane_archive_idle":              "PaneArchiveIdle is how long the pane archive sleeps when caught up.",
+	"batch.pane_archive_idle":              "PaneArchiveIdle is how long the pane and feature archives idle.",
 	"batch.finalize_every":                 "FinalizeEvery paces the finalizers: a step at most this often.",
 	"sql.listen":                           "Listen is the Flight SQL server's host:port.",
 	"sql.query_timeout":                    "QueryTimeout bounds one query, from its start to its last batch sent; a query past it is interrupted and fails.",

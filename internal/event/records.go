@@ -83,4 +83,10 @@ type Feature struct {
 	// ArrivedAt is the source record's arrival: its Kafka record timestamp
 	// (the broker's append time on reckon's raw topics).
 	ArrivedAt time.Time `json:"arrived_at"`
+	// SourceTopic, SourcePartition and SourceOffset are the source record's
+	// place on its raw topic: the lake's raw row of the event the feature
+	// was served for (kafka_partition, kafka_offset).
+	SourceTopic     string `json:"source_topic"`
+	SourcePartition int32  `json:"source_partition"`
+	SourceOffset    int64  `json:"source_offset"`
 }

@@ -67,7 +67,7 @@ func FuzzFeatureJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream, key, id string, sec, nsec, size, count int64, sum float64, wmSec, emNsec int64) {
 		ft := Feature{Stream: stream, Key: key, EventID: id, EventTime: time.Unix(sec, nsec).UTC(), Size: time.Duration(size),
 			Count: count, Sum: sum, Watermark: time.Unix(wmSec, 0).UTC(), EmittedAt: time.Unix(0, emNsec).UTC(),
-			ArrivedAt: time.Unix(sec, emNsec).UTC()}
+			ArrivedAt: time.Unix(sec, emNsec).UTC(), SourceTopic: key, SourcePartition: int32(size), SourceOffset: count}
 		got := ft.AppendJSON(nil)
 		if !json.Valid(got) {
 			t.Fatalf("invalid JSON: %s", got)
@@ -88,7 +88,8 @@ func FuzzFeatureJSON(f *testing.F) {
 		}
 		if back.Stream != ft.Stream || back.Key != ft.Key || back.EventID != ft.EventID || !back.EventTime.Equal(ft.EventTime) ||
 			back.Size != ft.Size || back.Count != ft.Count || back.Sum != ft.Sum || !back.Watermark.Equal(ft.Watermark) || !back.EmittedAt.Equal(ft.EmittedAt) ||
-			!back.ArrivedAt.Equal(ft.ArrivedAt) {
+			!back.ArrivedAt.Equal(ft.ArrivedAt) || back.SourceTopic != ft.SourceTopic || back.SourcePartition != ft.SourcePartition ||
+			back.SourceOffset != ft.SourceOffset {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", back, ft)
 		}
 	})

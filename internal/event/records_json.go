@@ -68,6 +68,12 @@ func (f *Feature) AppendJSON(b []byte) []byte {
 	b = appendTime(b, f.EmittedAt)
 	b = append(b, `,"arrived_at":`...)
 	b = appendTime(b, f.ArrivedAt)
+	b = append(b, `,"source_topic":`...)
+	b = appendString(b, f.SourceTopic)
+	b = append(b, `,"source_partition":`...)
+	b = strconv.AppendInt(b, int64(f.SourcePartition), 10)
+	b = append(b, `,"source_offset":`...)
+	b = strconv.AppendInt(b, f.SourceOffset, 10)
 	return append(b, '}')
 }
 

@@ -31,7 +31,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 	f := Feature{Stream: "payments", Key: "Budi", EventID: "a3f8e1d2-7b4c-4e2a-9c1d-5e6f7a8b9c0d", EventTime: at, Size: time.Minute, Count: 3, Sum: 405000, Watermark: at,
-		EmittedAt: at.Add(time.Second), ArrivedAt: at}
+		EmittedAt: at.Add(time.Second), ArrivedAt: at, SourceTopic: "payments-raw", SourcePartition: 3, SourceOffset: 1 << 40}
 	want, _ := json.Marshal(f)
 	if got := f.AppendJSON(nil); !bytes.Equal(got, want) {
 		t.Errorf("feature:\n got %s\nwant %s", got, want)

@@ -206,6 +206,22 @@ func curatedLake(t *testing.T) *lake.Lake {
 		t.Fatal(err)
 	}
 
+	// Served features: the payments users' checkouts 90 s apart, with
+	// the rolling count and sum the stream would have served.
+	var feats []lake.FeatureRow
+	for k := range 4 {
+		for i := range 5 {
+			et := start.Add(time.Duration(k)*time.Hour + time.Duration(i)*90*time.Second)
+			f := event.Feature{Stream: "payments", Key: fmt.Sprintf("u%d", k), EventID: fmt.Sprintf("ev-%d-%d", k, i), EventTime: et,
+				Size: time.Minute, Count: 1, Sum: 100, Watermark: et.Add(-5 * time.Second), EmittedAt: et.Add(40 * time.Millisecond),
+				ArrivedAt: et.Add(10 * time.Millisecond), SourceTopic: "payments-kejadian", SourceOffset: int64(10*k + i)}
+			feats = append(feats, lake.FeatureRowOf(f, 0, int64(len(feats))))
+		}
+	}
+	if _, err := l.WriteFeatures(t.Context(), "reckon-features-0-0-19", feats); err != nil {
+		t.Fatal(err)
+	}
+
 	// Z-report versions in the schema activities/zreport_lake.go writes.
 	total := func(v float64) *float64 { return &v }
 	count := func(v int64) *int64 { return &v }
