@@ -263,6 +263,12 @@ type ZReport struct {
 	// arriving close together go to its entity in one signal (at most 5s;
 	// docs/adr/0021-zreport-coalescing.md). Default 250ms.
 	BridgeLinger time.Duration `yaml:"bridge_linger"`
+	// BridgeRedriveInterval: how often the bridge re-drives failed runs.
+	//
+	// The bridge looks for entity runs that ended without finalizing
+	// (terminated, failed, timed out) and sends their parts again
+	// (docs/adr/0037-zreport-parts-recoverable.md). Default 1m.
+	BridgeRedriveInterval time.Duration `yaml:"bridge_redrive_interval"`
 	// OFDSimAddr overrides the listen address of `reckon zreport ofd-sim`;
 	// empty means the host:port of OFDURL.
 	OFDSimAddr string `yaml:"ofd_sim_addr"`
@@ -426,6 +432,7 @@ func (c *Config) fillDefaults() {
 	def(&c.ZReport.BridgeGroup, "reckon-zreport")
 	defInt(&c.ZReport.BridgeConcurrency, 16)
 	defDur(&c.ZReport.BridgeLinger, 250*time.Millisecond)
+	defDur(&c.ZReport.BridgeRedriveInterval, time.Minute)
 	if c.ZReport.OFDSimGeneratorSeed == 0 {
 		c.ZReport.OFDSimGeneratorSeed = 1
 	}

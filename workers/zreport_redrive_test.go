@@ -1,0 +1,247 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/worker"
+
+	"reckon/internal/config"
+	"reckon/internal/kafkaconn"
+	"reckon/internal/testing/testenv"
+	"reckon/workflows"
+	"reckon/zreport"
+	"reckon/zreport/bridge"
+)
+
+// TestZReportRedriveAfterTermination terminates two entity runs in the
+// middle — each holding two of its three parts, their offsets committed by
+// the bridge — over the wire (kfake broker, real Temporal dev server, the
+// workers' activities and lake). Key A gets nothing more until the sweep:
+// the sweep starts a new run with the terminated run's parts. Key B gets
+// its third part first, so the bridge starts a new run that holds only
+// that part; the sweep signals the lost two into it. Both keys then
+// finalize matched, version 1, with every part and no duplicates; a second
+// sweep finds nothing left to do (docs/adr/0037-zreport-parts-recoverable.md).
+func TestZReportRedriveAfterTermination(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	tc, hostport := testenv.Temporal(t)
+	topicNames := []string{"zreport-parts", "zreport-complete", "zreport-incomplete", "reckon-dlq"}
+	_, brokers := testenv.Kafka(t, 3, "", topicNames...)
+	cfg, err := config.Load("", nil, []string{
+		"kafka.brokers=" + brokers[0], "temporal.address=" + hostport, "temporal.task_queue=zreport-redrive",
+		"lake.root=" + t.TempDir(),
+		// No deadline fires during the test: only the parts finalize a key.
+		"zreport.ofd_request_after=1h", "zreport.retention=2h",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{})
+	lk, err := openConfiguredLake(cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod, err := kafkaconn.NewClient(cfg.Kafka, "zreport", kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	registerZReport(w, zreportActivities(cfg, prod, lk))
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	bopts, err := kafkaconn.Options(cfg.Kafka, "zreport-bridge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := bridgeOptions(cfg, slog.Default())
+	o.RedriveInterval = 0 // the test sweeps itself, at the points it chooses
+	br, err := bridge.New(bopts, tc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, stopBridge := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- br.Run(bctx) }()
+	defer func() {
+		stopBridge()
+		if err := <-done; err != nil {
+			t.Errorf("bridge: %v", err)
+		}
+		br.Close()
+	}()
+
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "test"),
+		kgo.ConsumeTopics("zreport-complete"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	closed := time.Now().UTC().Truncate(time.Millisecond)
+	keyA := zreport.Key{FiscalDrive: "9960440300000031", Shift: 5}
+	keyB := zreport.Key{FiscalDrive: "9960440300000032", Shift: 6}
+	ids := map[zreport.Key]map[zreport.Source]string{}
+	produce := func(k zreport.Key, n int, typ string, src zreport.Source) {
+		t.Helper()
+		id := zid(1000 + n)
+		if ids[k] == nil {
+			ids[k] = map[zreport.Source]string{}
+		}
+		ids[k][src] = id
+		r := &kgo.Record{Topic: "zreport-parts", Key: []byte(k.String()),
+			Value: zpartJSON(id, typ, k.FiscalDrive, int(k.Shift), 40, 12345.67, closed)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// view queries the key's latest run: its run id and what it holds.
+	view := func(k zreport.Key) (string, zreport.View, error) {
+		d, err := tc.DescribeWorkflowExecution(ctx, k.WorkflowID(), "")
+		if err != nil {
+			return "", zreport.View{}, err
+		}
+		run := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		v, err := tc.QueryWorkflow(ctx, k.WorkflowID(), run, workflows.ZReportQueryState)
+		if err != nil {
+			return run, zreport.View{}, err
+		}
+		var vw zreport.View
+		return run, vw, v.Get(&vw)
+	}
+	// waitHolds waits until the key's latest run, not one of notRuns,
+	// holds exactly the sources want; it returns that run.
+	waitHolds := func(k zreport.Key, want []zreport.Source, notRuns ...string) string {
+		t.Helper()
+		var run string
+		ok, why := pollUntil(time.Minute, func() (bool, string) {
+			r, v, err := view(k)
+			if err != nil {
+				return false, err.Error()
+			}
+			run = r
+			return !slices.Contains(notRuns, r) && slices.Equal(v.Present, want),
+				fmt.Sprintf("run %s present %v", r, v.Present)
+		})
+		if !ok {
+			t.Fatalf("%s never held %v: %s", k, want, why)
+		}
+		return run
+	}
+
+	produce(keyA, 1, zreport.TypeDWH, zreport.DWH)
+	produce(keyA, 2, zreport.TypeRMS, zreport.RMS)
+	produce(keyB, 3, zreport.TypeDWH, zreport.DWH)
+	produce(keyB, 4, zreport.TypeRMS, zreport.RMS)
+	twoParts := []zreport.Source{zreport.DWH, zreport.RMS}
+	runA := waitHolds(keyA, twoParts)
+	runB := waitHolds(keyB, twoParts)
+	// The bridge has committed the four parts: nothing in Kafka would
+	// bring them back to a new run by itself.
+	adm := kadm.NewClient(cl)
+	if ok, why := pollUntil(time.Minute, func() (bool, string) {
+		ends, err := adm.ListEndOffsets(ctx, "zreport-parts")
+		if err != nil {
+			return false, err.Error()
+		}
+		offs, err := adm.FetchOffsets(ctx, cfg.ZReport.BridgeGroup)
+		if err != nil {
+			return false, err.Error()
+		}
+		var lag int64
+		ends.Each(func(o kadm.ListedOffset) {
+			c, _ := offs.Lookup(o.Topic, o.Partition)
+			lag += o.Offset - c.At
+		})
+		return lag == 0, fmt.Sprintf("lag %d", lag)
+	}); !ok {
+		t.Fatalf("bridge never committed the parts: %s", why)
+	}
+	for k, run := range map[zreport.Key]string{keyA: runA, keyB: runB} {
+		if err := tc.TerminateWorkflow(ctx, k.WorkflowID(), run, "test: the entity run dies in the middle"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// B's third part arrives before any sweep: a new run holds only it.
+	produce(keyB, 5, zreport.TypeOFD, zreport.OFD)
+	waitHolds(keyB, []zreport.Source{zreport.OFD}, runB)
+
+	var total bridge.SweepResult
+	if ok, why := pollUntil(time.Minute, func() (bool, string) {
+		res, err := br.Sweep(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		total.Found += res.Found
+		total.Redriven += res.Redriven
+		total.Parts += res.Parts
+		total.GivenUp += res.GivenUp
+		return total.Redriven >= 2, fmt.Sprintf("%+v", total)
+	}); !ok {
+		t.Fatalf("the sweep never re-drove both runs: %s", why)
+	}
+	if total.Redriven != 2 || total.Parts != 4 || total.GivenUp != 0 {
+		t.Errorf("sweeps %+v, want 2 runs and 4 parts re-driven", total)
+	}
+	newA := waitHolds(keyA, twoParts, runA)
+	d, err := tc.DescribeWorkflowExecution(ctx, keyA.WorkflowID(), newA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var of string
+	if p := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[bridge.MemoRedriveOf]; p == nil {
+		t.Errorf("A's new run has no %s memo", bridge.MemoRedriveOf)
+	} else if err := converter.GetDefaultDataConverter().FromPayload(p, &of); err != nil || of != runA {
+		t.Errorf("A's new run: %s = %q (%v), want %s", bridge.MemoRedriveOf, of, err, runA)
+	}
+	produce(keyA, 6, zreport.TypeOFD, zreport.OFD)
+
+	finals := map[zreport.Key]zreport.Aggregate{}
+	for len(finals) < 2 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("timed out; finals %v", finals)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			var a zreport.Aggregate
+			if err := json.Unmarshal(r.Value, &a); err != nil {
+				t.Fatal(err)
+			}
+			if _, seen := finals[a.Key()]; seen {
+				t.Errorf("%s: a second version %d", a.Key(), a.Version)
+			}
+			finals[a.Key()] = a
+		})
+	}
+	for _, k := range []zreport.Key{keyA, keyB} {
+		a := finals[k]
+		if a.Status != zreport.StatusMatched || a.Version != 1 || len(a.Missing) != 0 {
+			t.Errorf("%s: status %s v%d missing %v, want matched v1", k, a.Status, a.Version, a.Missing)
+		}
+		for _, src := range []zreport.Source{zreport.OFD, zreport.DWH, zreport.RMS} {
+			if f := a.Sources.Get(src); f == nil || f.EventID != ids[k][src] {
+				t.Errorf("%s %s: %+v, want event %s", k, src, f, ids[k][src])
+			}
+		}
+		if a.Duplicates != (zreport.Counts{}) || a.Corrections != (zreport.Counts{}) {
+			t.Errorf("%s: duplicates %+v corrections %+v, want none", k, a.Duplicates, a.Corrections)
+		}
+	}
+	if res, err := br.Sweep(ctx); err != nil || res.Redriven != 0 || res.Parts != 0 {
+		t.Errorf("a second sweep: %+v %v, want nothing re-driven", res, err)
+	}
+}
