@@ -35,6 +35,24 @@ func TestZReportRedriveAfterTermination(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
+	testZReportRedrive(t, 0)
+}
+
+// TestZReportRedriveCarriedState is TestZReportRedriveAfterTermination
+// with entities that continue as new after every signal: the run
+// terminated holds its parts only in the state it continued from, not in
+// signals. Key A's new run takes that state over; key B's later run gets
+// the parts the state held.
+func TestZReportRedriveCarriedState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	testZReportRedrive(t, 4)
+}
+
+// testZReportRedrive runs the scenario; historyLimit > 0 makes entities
+// continue as new past it, and the runs terminated are continued ones.
+func testZReportRedrive(t *testing.T, historyLimit int) {
 	tc, hostport := testenv.Temporal(t)
 	topicNames := []string{"zreport-parts", "zreport-complete", "zreport-incomplete", "reckon-dlq"}
 	_, brokers := testenv.Kafka(t, 3, "", topicNames...)
@@ -71,6 +89,9 @@ func TestZReportRedriveAfterTermination(t *testing.T) {
 	}
 	o := bridgeOptions(cfg, slog.Default())
 	o.RedriveInterval = 0 // the test sweeps itself, at the points it chooses
+	if historyLimit > 0 {
+		o.Start.HistoryLimit = historyLimit // below the configuration's floor, on purpose
+	}
 	br, err := bridge.New(bopts, tc, o)
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +145,8 @@ func TestZReportRedriveAfterTermination(t *testing.T) {
 		return run, vw, v.Get(&vw)
 	}
 	// waitHolds waits until the key's latest run, not one of notRuns,
-	// holds exactly the sources want; it returns that run.
+	// holds exactly the sources want (with historyLimit, in a continued
+	// run); it returns that run.
 	waitHolds := func(k zreport.Key, want []zreport.Source, notRuns ...string) string {
 		t.Helper()
 		var run string
@@ -134,8 +156,16 @@ func TestZReportRedriveAfterTermination(t *testing.T) {
 				return false, err.Error()
 			}
 			run = r
-			return !slices.Contains(notRuns, r) && slices.Equal(v.Present, want),
-				fmt.Sprintf("run %s present %v", r, v.Present)
+			continued := true
+			if historyLimit > 0 {
+				d, err := tc.DescribeWorkflowExecution(ctx, k.WorkflowID(), r)
+				if err != nil {
+					return false, err.Error()
+				}
+				continued = d.GetWorkflowExecutionInfo().GetFirstRunId() != r
+			}
+			return continued && !slices.Contains(notRuns, r) && slices.Equal(v.Present, want),
+				fmt.Sprintf("run %s (continued %v) present %v", r, continued, v.Present)
 		})
 		if !ok {
 			t.Fatalf("%s never held %v: %s", k, want, why)
@@ -194,8 +224,15 @@ func TestZReportRedriveAfterTermination(t *testing.T) {
 	}); !ok {
 		t.Fatalf("the sweep never re-drove both runs: %s", why)
 	}
-	if total.Redriven != 2 || total.Parts != 4 || total.GivenUp != 0 {
-		t.Errorf("sweeps %+v, want 2 runs and 4 parts re-driven", total)
+	// Fresh runs: each terminated run had received its two parts. Continued
+	// ones: A's new run takes the state (no parts sent), B's later run gets
+	// the two parts the state held.
+	wantParts := 4
+	if historyLimit > 0 {
+		wantParts = 2
+	}
+	if total.Redriven != 2 || total.Parts != wantParts || total.GivenUp != 0 {
+		t.Errorf("sweeps %+v, want 2 runs and %d parts re-driven", total, wantParts)
 	}
 	newA := waitHolds(keyA, twoParts, runA)
 	d, err := tc.DescribeWorkflowExecution(ctx, keyA.WorkflowID(), newA)

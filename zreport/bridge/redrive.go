@@ -31,9 +31,6 @@ const (
 	// redriveOverlap: each sweep looks this far before the previous one
 	// began, as visibility records closed runs a little late.
 	redriveOverlap = time.Minute
-	// maxChain bounds the runs of one workflow id walked back through
-	// continue-as-new.
-	maxChain = 10000
 )
 
 // Memo keys of a run the sweeper started.
@@ -41,7 +38,8 @@ const (
 	// MemoRedriveOf is the run id whose parts the run was started with.
 	MemoRedriveOf = "reckon.redrive_of"
 	// MemoRedrives counts the re-drives in a row of one key: a run started
-	// by a re-drive of a run that was itself started by one counts 2.
+	// by a re-drive of a run that was itself started by one counts 2. The
+	// memo goes over to the runs a run continues as.
 	MemoRedrives = "reckon.redrives"
 )
 
@@ -64,16 +62,13 @@ type sweeper struct {
 	done  map[string]time.Time // run id → close time: runs handled by this bridge
 }
 
-// Sweep re-drives the parts of every Z-report entity run that ended
-// without finalizing (terminated, failed, timed out) since the last sweep:
-// it reads the parts the run and the runs it continued from had received
-// (their signals, in Temporal history) and signals them again, to a new
-// run when the failed one is still the key's latest — with the failed
-// chain's first input and a memo naming the failed run — or to the run
-// the bridge has started since for a newer part. The parts keep their
+// Sweep re-drives what every Z-report entity run that ended without
+// finalizing (terminated, failed, timed out) since the last sweep held: the
+// state it continued from and the parts signalled to it, both in its
+// Temporal history (redrive says where they go). The parts keep their
 // event ids and origins, so an entity that already holds one counts it as
-// a redelivery or a duplicate, never applies it twice. Run calls it every
-// Options.RedriveInterval; it is safe to call directly (tests do).
+// a redelivery or a duplicate and never applies it twice. Run calls it
+// every Options.RedriveInterval; it is safe to call directly (tests do).
 func (b *Bridge) Sweep(ctx context.Context) (SweepResult, error) {
 	b.sweepMu.Lock()
 	defer b.sweepMu.Unlock()
@@ -98,7 +93,7 @@ func (b *Bridge) Sweep(ctx context.Context) (SweepResult, error) {
 				continue
 			}
 			res.Found++
-			n, gaveUp, err := b.redrive(ctx, id, run)
+			n, out, err := b.redrive(ctx, id, run)
 			if err != nil {
 				if ctx.Err() != nil {
 					return res, ctx.Err()
@@ -110,10 +105,10 @@ func (b *Bridge) Sweep(ctx context.Context) (SweepResult, error) {
 			}
 			b.sw.done[run] = e.GetCloseTime().AsTime()
 			res.Parts += n
-			switch {
+			switch out {
 			case gaveUp:
 				res.GivenUp++
-			case n > 0:
+			case redriven:
 				res.Redriven++
 			}
 		}
@@ -132,29 +127,30 @@ func (b *Bridge) Sweep(ctx context.Context) (SweepResult, error) {
 	return res, nil
 }
 
-// chainRun is one run of a workflow id's continue-as-new chain.
-type chainRun struct {
-	input *commonpb.Payloads // the start input
-	prev  string             // the run it continued from; "" for the first
-	parts []zreport.Part     // the parts signalled to it, in order
+// failedRun is what a run's history says: its start input and the parts
+// signalled to it, in order.
+type failedRun struct {
+	input workflows.ZReportInput
+	parts []zreport.Part
 }
 
-// readRun reads one run's history: its start input, predecessor and, when
-// withParts, the parts signalled to it.
-func (b *Bridge) readRun(ctx context.Context, id, run string, withParts bool) (chainRun, error) {
-	var cr chainRun
+// readRun reads one run's history: its start input (with the state carried
+// from the run it continued, if any) and the parts signalled to it.
+func (b *Bridge) readRun(ctx context.Context, id, run string) (failedRun, error) {
+	var fr failedRun
 	dc := converter.GetDefaultDataConverter()
 	it := b.tc.GetWorkflowHistory(ctx, id, run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	started := false
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return cr, err
+			return fr, err
 		}
 		if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
-			cr.input, cr.prev = a.GetInput(), a.GetContinuedExecutionRunId()
-			if !withParts {
-				return cr, nil
+			if err := dc.FromPayloads(a.GetInput(), &fr.input); err != nil {
+				return fr, fmt.Errorf("start input: %w", err)
 			}
+			started = true
 			continue
 		}
 		a := ev.GetWorkflowExecutionSignaledEventAttributes()
@@ -169,7 +165,7 @@ func (b *Bridge) readRun(ctx context.Context, id, run string, withParts bool) (c
 					"workflow_id", id, "run_id", run, "error", err)
 				continue
 			}
-			cr.parts = append(cr.parts, p)
+			fr.parts = append(fr.parts, p)
 		case workflows.ZReportSignalParts:
 			var ps []zreport.Part
 			if err := dc.FromPayloads(a.GetInput(), &ps); err != nil {
@@ -177,112 +173,127 @@ func (b *Bridge) readRun(ctx context.Context, id, run string, withParts bool) (c
 					"workflow_id", id, "run_id", run, "error", err)
 				continue
 			}
-			cr.parts = append(cr.parts, ps...)
+			fr.parts = append(fr.parts, ps...)
 		}
 	}
-	return cr, nil
+	if !started {
+		return fr, fmt.Errorf("history of %s run %s has no start event", id, run)
+	}
+	return fr, nil
 }
 
-// firstRun walks run's chain back to its first run and returns that run's
-// id and start input, and, when withParts, every part of the chain in the
-// order received.
-func (b *Bridge) firstRun(ctx context.Context, id, run string, withParts bool) (
-	string, *commonpb.Payloads, []zreport.Part, error) {
-	var chain [][]zreport.Part
-	for range maxChain {
-		cr, err := b.readRun(ctx, id, run, withParts)
-		if err != nil {
-			return "", nil, nil, err
-		}
-		chain = append(chain, cr.parts)
-		if cr.prev == "" {
-			var parts []zreport.Part
-			for i := len(chain) - 1; i >= 0; i-- {
-				parts = append(parts, chain[i]...)
-			}
-			return run, cr.input, parts, nil
-		}
-		run = cr.prev
+// heldParts rebuilds, from a carried state, the part each present source
+// holds now: what a run that cannot take the state itself must be sent.
+func heldParts(st *zreport.State) []zreport.Part {
+	if st == nil {
+		return nil
 	}
-	return "", nil, nil, fmt.Errorf("more than %d runs continue one another", maxChain)
+	var ps []zreport.Part
+	for _, src := range st.Sources {
+		if src.Present {
+			ps = append(ps, zreport.Part{
+				EventID: src.EventID, Source: src.Source, Key: st.Key, Figures: src.Figures,
+				ShiftClosedAt: src.ShiftClosedAt, Origin: src.Origin,
+			})
+		}
+	}
+	return ps
 }
 
-// memoOf returns run's memo field key decoded into v; false when absent.
-func (b *Bridge) memoOf(ctx context.Context, id, run, key string, v any) (bool, error) {
-	d, err := b.tc.DescribeWorkflowExecution(ctx, id, run)
-	if err != nil {
-		return false, err
-	}
-	p := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[key]
+// memoOf decodes memo field key into v; false when absent.
+func memoOf(m *commonpb.Memo, key string, v any) (bool, error) {
+	p := m.GetFields()[key]
 	if p == nil {
 		return false, nil
 	}
 	return true, converter.GetDefaultDataConverter().FromPayload(p, v)
 }
 
-// redrive sends the parts of the failed run (id, run) and its chain again;
-// it returns how many, and whether it gave up instead.
-func (b *Bridge) redrive(ctx context.Context, id, run string) (int, bool, error) {
-	first, input, parts, err := b.firstRun(ctx, id, run, true)
+// redriveOutcome is what redrive did with a run.
+type redriveOutcome int
+
+const (
+	skipped  redriveOutcome = iota // nothing to re-drive, or done before
+	redriven                       // sent again
+	gaveUp                         // MaxRedrives reached, or Temporal rejects the parts
+)
+
+// redrive sends what the failed run (id, run) held again; it returns how
+// many parts it sent and what it did.
+//
+// When the failed run is still the key's latest, a new run is started with
+// the failed run's input — the state it continued from, or none, so it
+// restores from the lake as the failed run did — and its signalled parts:
+// the failed run again, from its start. When a later run exists, it was
+// started by a re-drive of this run (its memo says so: nothing to do) or
+// by the bridge for a newer part; that run gets the parts the carried
+// state held and the failed run's own.
+func (b *Bridge) redrive(ctx context.Context, id, run string) (int, redriveOutcome, error) {
+	fr, err := b.readRun(ctx, id, run)
 	if err != nil {
-		return 0, false, err
+		return 0, skipped, err
 	}
-	if len(parts) == 0 {
-		return 0, false, nil
+	failed, err := b.tc.DescribeWorkflowExecution(ctx, id, run)
+	if err != nil {
+		return 0, skipped, err
 	}
 	cur, err := b.tc.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		return 0, false, err
+		return 0, skipped, err
 	}
-	in := b.o.Start
-	if input != nil {
-		var fin workflows.ZReportInput
-		if err := converter.GetDefaultDataConverter().FromPayloads(input, &fin); err == nil {
-			in = fin // the configuration stays fixed for the key's life
-		}
-	}
-	in.Key, in.State = parts[0].Key, nil
-	if in.ClosedHint.IsZero() {
-		in.ClosedHint = parts[0].ShiftClosedAt
-	}
+	in, parts := fr.input, fr.parts
 	redrives := 0
-	if curRun := cur.GetWorkflowExecutionInfo().GetExecution().GetRunId(); curRun != run {
-		// A later run exists: started by a re-drive of this run (done), or
-		// by the bridge for a newer part (it lacks this run's parts).
-		curFirst, _, _, err := b.firstRun(ctx, id, curRun, false)
-		if err != nil {
-			return 0, false, err
-		}
+	if _, err := memoOf(failed.GetWorkflowExecutionInfo().GetMemo(), MemoRedrives, &redrives); err != nil {
+		return 0, skipped, err
+	}
+	if cur.GetWorkflowExecutionInfo().GetExecution().GetRunId() != run {
 		var of string
-		if ok, err := b.memoOf(ctx, id, curFirst, MemoRedriveOf, &of); err != nil {
-			return 0, false, err
+		if ok, err := memoOf(cur.GetWorkflowExecutionInfo().GetMemo(), MemoRedriveOf, &of); err != nil {
+			return 0, skipped, err
 		} else if ok && of == run {
-			return 0, false, nil
+			return 0, skipped, nil
 		}
-	} else if _, err := b.memoOf(ctx, id, first, MemoRedrives, &redrives); err != nil {
-		return 0, false, err
+		parts = append(heldParts(in.State), parts...)
+		in.State = nil
+		redrives = 0 // a newer part started the later run: not a re-drive loop
 	} else if redrives >= b.o.MaxRedrives {
 		b.o.Log.Error("zreport bridge: entity run ended without finalizing again; not re-driven any more",
 			"workflow_id", id, "run_id", run, "redrives", redrives, "parts", len(parts))
-		return 0, true, nil
+		return 0, gaveUp, nil
 	}
-	b.o.Log.Warn("zreport bridge: entity run ended without finalizing; re-driving its parts",
-		"workflow_id", id, "run_id", run, "parts", len(parts), "redrives", redrives+1)
-	opts := b.startOptions(in.Key, in.ClosedHint)
+	if len(parts) == 0 && in.State == nil {
+		return 0, skipped, nil // it held nothing
+	}
+	if in.Key == (zreport.Key{}) {
+		in.Key = parts[0].Key
+	}
+	if in.ClosedHint.IsZero() && len(parts) > 0 {
+		in.ClosedHint = parts[0].ShiftClosedAt
+	}
+	b.o.Log.Warn("zreport bridge: entity run ended without finalizing; re-driving what it held",
+		"workflow_id", id, "run_id", run, "parts", len(parts), "carried_state", in.State != nil,
+		"redrives", redrives+1)
+	closed := in.ClosedHint
+	if in.State != nil && !in.State.ShiftClosedAt.IsZero() {
+		closed = in.State.ShiftClosedAt
+	}
+	opts := b.startOptions(in.Key, closed)
 	opts.Memo = map[string]any{MemoRedriveOf: run, MemoRedrives: redrives + 1}
-	for i := 0; i < len(parts); i += b.o.MaxBatchParts {
+	// At least one signal, empty when only the carried state held parts:
+	// signal-with-start needs one to start the run.
+	for i := 0; i == 0 || i < len(parts); i += b.o.MaxBatchParts {
 		batch := parts[i:min(i+b.o.MaxBatchParts, len(parts))]
 		if err := b.signalParts(ctx, opts, in, batch); err != nil {
 			var inv *serviceerror.InvalidArgument
 			if errors.As(err, &inv) {
 				b.o.Log.Error("zreport bridge: Temporal rejects the re-driven parts; giving up on this run",
 					"workflow_id", id, "run_id", run, "error", err)
-				return i, true, nil
+				return i, gaveUp, nil
 			}
-			return i, false, err
+			return i, skipped, err
 		}
 	}
-	return len(parts), false, nil
+	return len(parts), redriven, nil
 }
 
 // startOptions are the signal-with-start options of key k's entity.
