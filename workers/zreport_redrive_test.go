@@ -89,6 +89,7 @@ func testZReportRedrive(t *testing.T, historyLimit int) {
 	}
 	o := bridgeOptions(cfg, slog.Default())
 	o.RedriveInterval = 0 // the test sweeps itself, at the points it chooses
+	o.MaxRedrives = 1     // a re-driven run that ends unfinished again is given up
 	if historyLimit > 0 {
 		o.Start.HistoryLimit = historyLimit // below the configuration's floor, on purpose
 	}
@@ -280,5 +281,33 @@ func testZReportRedrive(t *testing.T, historyLimit int) {
 	}
 	if res, err := br.Sweep(ctx); err != nil || res.Redriven != 0 || res.Parts != 0 {
 		t.Errorf("a second sweep: %+v %v, want nothing re-driven", res, err)
+	}
+	// The run started by the re-drive ends unfinished too: past
+	// MaxRedrives it is given up, visible, and no run is started.
+	// (The latest run, whichever it is by then: a continued entity may
+	// continue once more after its final version.)
+	if err := tc.TerminateWorkflow(ctx, keyA.WorkflowID(), "", "test: the re-driven run dies too"); err != nil {
+		t.Fatal(err)
+	}
+	d, err = tc.DescribeWorkflowExecution(ctx, keyA.WorkflowID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastA := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	var again bridge.SweepResult
+	if ok, why := pollUntil(time.Minute, func() (bool, string) {
+		res, err := br.Sweep(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		again.GivenUp += res.GivenUp
+		again.Redriven += res.Redriven
+		return again.GivenUp > 0, fmt.Sprintf("%+v", again)
+	}); !ok || again.Redriven != 0 {
+		t.Errorf("sweeps after the re-driven run was terminated: %+v (%s), want it given up", again, why)
+	}
+	if d, err := tc.DescribeWorkflowExecution(ctx, keyA.WorkflowID(), ""); err != nil ||
+		d.GetWorkflowExecutionInfo().GetExecution().GetRunId() != lastA {
+		t.Errorf("a run was started after giving up: %v", err)
 	}
 }
