@@ -311,3 +311,120 @@ func testZReportRedrive(t *testing.T, historyLimit int) {
 		t.Errorf("a run was started after giving up: %v", err)
 	}
 }
+
+// TestZReportBridgeRedrivesByItself: the bridge of zreportBatch, as
+// `reckon batch` runs it, sweeps on its own every
+// zreport.bridge_redrive_interval: a terminated run holding two parts is
+// re-driven without the test calling Sweep, and the key finalizes with its
+// third part.
+func TestZReportBridgeRedrivesByItself(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	tc, hostport := testenv.Temporal(t)
+	_, brokers := testenv.Kafka(t, 1, "", "zreport-parts", "zreport-complete", "zreport-incomplete", "reckon-dlq")
+	cfg, err := config.Load("", nil, []string{
+		"kafka.brokers=" + brokers[0], "temporal.address=" + hostport, "temporal.task_queue=zreport-redrive-self",
+		"lake.root=" + t.TempDir(), "zreport.ofd_request_after=1h", "zreport.retention=2h",
+		"zreport.bridge_redrive_interval=200ms",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w := worker.New(tc, cfg.Temporal.TaskQueue, worker.Options{})
+	run, closeFn, err := zreportBatch(cfg, tc, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	bctx, stopBridge := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- run(bctx) }()
+	defer func() {
+		stopBridge()
+		if err := <-done; err != nil {
+			t.Errorf("bridge: %v", err)
+		}
+		closeFn()
+		w.Stop()
+	}()
+	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "test"),
+		kgo.ConsumeTopics("zreport-complete"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	k := zreport.Key{FiscalDrive: "9960440300000041", Shift: 3}
+	closed := time.Now().UTC().Truncate(time.Millisecond)
+	produce := func(n int, typ string) {
+		t.Helper()
+		r := &kgo.Record{Topic: "zreport-parts", Key: []byte(k.String()),
+			Value: zpartJSON(zid(2000+n), typ, k.FiscalDrive, int(k.Shift), 7, 700, closed)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holds := func(notRun string) (string, bool, string) {
+		d, err := tc.DescribeWorkflowExecution(ctx, k.WorkflowID(), "")
+		if err != nil {
+			return "", false, err.Error()
+		}
+		r := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		v, err := tc.QueryWorkflow(ctx, k.WorkflowID(), r, workflows.ZReportQueryState)
+		if err != nil {
+			return r, false, err.Error()
+		}
+		var vw zreport.View
+		if err := v.Get(&vw); err != nil {
+			return r, false, err.Error()
+		}
+		ok := r != notRun && slices.Equal(vw.Present, []zreport.Source{zreport.DWH, zreport.RMS})
+		return r, ok, fmt.Sprintf("run %s present %v", r, vw.Present)
+	}
+	produce(1, zreport.TypeDWH)
+	produce(2, zreport.TypeRMS)
+	var first string
+	if ok, why := pollUntil(time.Minute, func() (bool, string) {
+		r, ok, why := holds("")
+		first = r
+		return ok, why
+	}); !ok {
+		t.Fatalf("the entity never held its two parts: %s", why)
+	}
+	if err := tc.TerminateWorkflow(ctx, k.WorkflowID(), first, "test: the entity run dies in the middle"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := pollUntil(time.Minute, func() (bool, string) {
+		_, ok, why := holds(first)
+		return ok, why
+	}); !ok {
+		t.Fatalf("no new run got the terminated run's parts: %s", why)
+	}
+	produce(3, zreport.TypeOFD)
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("timed out waiting for the final version")
+		}
+		var a zreport.Aggregate
+		found := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if err := json.Unmarshal(r.Value, &a); err != nil {
+				t.Fatal(err)
+			}
+			found = true
+		})
+		if !found {
+			continue
+		}
+		if a.Status != zreport.StatusMatched || a.Version != 1 || a.Sources.DWH == nil || a.Sources.RMS == nil ||
+			a.Sources.DWH.EventID != zid(2001) || a.Sources.RMS.EventID != zid(2002) {
+			t.Errorf("final %+v, want matched v1 with the re-driven DWH and RMS parts", a)
+		}
+		return
+	}
+}
