@@ -79,6 +79,7 @@ func (b *Bridge) Sweep(ctx context.Context) (SweepResult, error) {
 		b.sw.done = map[string]time.Time{}
 	}
 	q := fmt.Sprintf(failedRunsQuery, workflows.ZReportWorkflow, b.sw.since.Format(time.RFC3339Nano))
+	next := began.Add(-redriveOverlap) // the next sweep's since
 	var token []byte
 	for {
 		resp, err := b.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -98,9 +99,12 @@ func (b *Bridge) Sweep(ctx context.Context) (SweepResult, error) {
 				if ctx.Err() != nil {
 					return res, ctx.Err()
 				}
-				// Left for the next sweep.
+				// Left for the next sweep, which must still list it.
 				b.o.Log.Warn("zreport bridge: re-drive failed; trying again next sweep",
 					"workflow_id", id, "run_id", run, "error", err)
+				if at := e.GetCloseTime().AsTime(); at.Before(next) {
+					next = at
+				}
 				continue
 			}
 			b.sw.done[run] = e.GetCloseTime().AsTime()
@@ -117,7 +121,7 @@ func (b *Bridge) Sweep(ctx context.Context) (SweepResult, error) {
 			break
 		}
 	}
-	b.sw.since = began.Add(-redriveOverlap)
+	b.sw.since = next
 	for run, at := range b.sw.done {
 		if at.Before(b.sw.since.Add(-redriveOverlap)) {
 			delete(b.sw.done, run)
@@ -126,6 +130,10 @@ func (b *Bridge) Sweep(ctx context.Context) (SweepResult, error) {
 	b.redriven.Add(int64(res.Redriven))
 	return res, nil
 }
+
+// errUnreadableRun: a failed run's history cannot say what it held; asking
+// again cannot help.
+var errUnreadableRun = errors.New("unreadable history")
 
 // failedRun is what a run's history says: its start input and the parts
 // signalled to it, in order.
@@ -148,7 +156,7 @@ func (b *Bridge) readRun(ctx context.Context, id, run string) (failedRun, error)
 		}
 		if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
 			if err := dc.FromPayloads(a.GetInput(), &fr.input); err != nil {
-				return fr, fmt.Errorf("start input: %w", err)
+				return fr, fmt.Errorf("%w: start input: %v", errUnreadableRun, err)
 			}
 			started = true
 			continue
@@ -177,7 +185,7 @@ func (b *Bridge) readRun(ctx context.Context, id, run string) (failedRun, error)
 		}
 	}
 	if !started {
-		return fr, fmt.Errorf("history of %s run %s has no start event", id, run)
+		return fr, fmt.Errorf("%w: no start event", errUnreadableRun)
 	}
 	return fr, nil
 }
@@ -230,6 +238,11 @@ const (
 // state held and the failed run's own.
 func (b *Bridge) redrive(ctx context.Context, id, run string) (int, redriveOutcome, error) {
 	fr, err := b.readRun(ctx, id, run)
+	if errors.Is(err, errUnreadableRun) {
+		b.o.Log.Error("zreport bridge: entity run ended without finalizing, its history unreadable; not re-driven",
+			"workflow_id", id, "run_id", run, "error", err)
+		return 0, gaveUp, nil
+	}
 	if err != nil {
 		return 0, skipped, err
 	}
