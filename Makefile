@@ -11,9 +11,18 @@ BIN             := $(CURDIR)/bin
 TEMPORAL_VERSION := v1.5.1
 TEMPORAL        := $(BIN)/temporal
 TEMPORAL_STAMP  := $(BIN)/.temporal-$(TEMPORAL_VERSION)
+# A real S3 server for the lake's S3 tests and `reckon dev` with dev.s3:
+# SeaweedFS' weed, pinned to the module proxy's pseudo-version (weed 4.53;
+# docs/adr/0035-real-s3-server.md). Its go.mod has a replace directive, so
+# `go install mod@version` refuses it: the module is downloaded and built
+# as the main module from its directory in the module cache.
+WEED_MODULE     := github.com/seaweedfs/seaweedfs
+WEED_VERSION    := v0.0.0-20261109003541-7506e5f91cd6
+WEED            := $(BIN)/weed
+WEED_STAMP      := $(BIN)/.weed-$(WEED_VERSION)
 TEST_TIMEOUT    ?= 30m
 
-.PHONY: all build test test-loaded tree-check test-unit dev fuzz vet fmt clean temporal bench
+.PHONY: all build test test-loaded tree-check test-unit dev fuzz vet fmt clean temporal weed bench
 
 all: build
 
@@ -33,6 +42,19 @@ $(TEMPORAL_STAMP):
 	@rm -f $(BIN)/.temporal-*
 	@touch $@
 
+# weed builds in about a minute warm, several cold (~500 modules); the
+# stamp caches it like the Temporal CLI's.
+weed: $(WEED_STAMP)
+$(WEED_STAMP):
+	@mkdir -p $(BIN)
+	@echo "building SeaweedFS weed $(WEED_VERSION) into $(BIN) (minutes the first time)"
+	dir=$$(cd / && GOFLAGS=-mod=mod $(GO) mod download -json $(WEED_MODULE)@$(WEED_VERSION) | \
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$$/\1/p'); \
+	test -n "$$dir" || { echo "weed: module $(WEED_MODULE)@$(WEED_VERSION) not downloaded"; exit 1; }; \
+	cd "$$dir" && GOFLAGS="-mod=readonly -buildvcs=false" $(GO) build -o $(WEED) ./weed
+	@rm -f $(BIN)/.weed-*
+	@touch $@
+
 vet:
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) vet -tags duckdb_arrow ./sqlserve/... ./workers/reckon-sql
@@ -43,14 +65,14 @@ tree-check:
 	@big=$$(git ls-files -z 2>/dev/null | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 {print $$2}'); \
 	if [ -n "$$big" ]; then echo "tree-check: files over 1 MB in git: $$big"; exit 1; fi
 
-test: build temporal vet tree-check
-	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_REQUIRE_COMPOSE=1 RECKON_TEST_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+test: build temporal weed vet tree-check
+	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_WEED_BIN=$(WEED) RECKON_TEST_REQUIRE_S3=1 RECKON_TEST_REQUIRE_COMPOSE=1 RECKON_TEST_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@echo "== end to end: stream + batch truth on the dev server (make e2e), and windows final under steady traffic"
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^(TestTruthEndToEnd|TestFinalUnderSteadyTraffic)$$' -count=1 -timeout 15m -args -e2e
 	@echo "== end to end: 1,000 shifts of Z-report parts through the bridge and entity workflows"
 	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestZReportGeneratorShifts$$' -count=1 -timeout 10m -args -zreport-shifts 1000
 	@echo "== SQL endpoint: Flight SQL clients, views, lock-down (sqlserve, CGO, -tags duckdb_arrow)"
-	CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags duckdb_arrow ./sqlserve/...
+	RECKON_TEST_WEED_BIN=$(WEED) RECKON_TEST_REQUIRE_S3=1 CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags duckdb_arrow ./sqlserve/...
 	@echo "== DuckDB interop (lake/interop, its own module, CGO)"
 	cd lake/interop && $(GO) test -tags duckdb_arrow -count=1 -timeout $(TEST_TIMEOUT) ./...
 
@@ -128,6 +150,7 @@ bench: build temporal
 	$(call bench_step,RECKON_BENCH_ROWS=$(BENCH_SQL_ROWS) $(BENCH_TEST) -tags duckdb_arrow -bench 'FlightSQL' -benchtime 1x -cpu 2 -count $(BENCH_COUNT) ./sqlserve)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench ZReportThroughput -benchtime $(ZREPORT_KEYS)x ./workers)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench TimeToTruth -benchtime 1x ./workers)
+	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench TimeToFinal -benchtime 1x ./workers)
 	@echo "reckon-bench: end $$(date -u +%FT%TZ) load $$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a $(BENCH_RAW)
 	$(GO) run ./tools/benchreport/cmd/benchreport -raw $(BENCH_RAW) -out BENCHMARKS.md \
 		-go "$$($(GO) env GOVERSION)" -command "make bench$(if $(MAKEOVERRIDES), $(MAKEOVERRIDES))"
@@ -192,16 +215,29 @@ walkthrough: temporal
 # also makes 5% of the stack's lake storage calls fail, stall or lose their
 # answer (docs/adr/0022-lake-fault-injection.md).
 CHAOS_ARGS ?=
-.PHONY: chaos
+.PHONY: chaos chaos-s3
 chaos: build temporal
 	$(GO) build -o $(BIN)/chaos ./tools/chaos
 	$(BIN)/chaos -bin $(BIN)/reckon -temporal $(TEMPORAL) -config deploy/reckon.yaml $(CHAOS_ARGS)
+
+# make chaos with the lake on a real S3 server (SeaweedFS under `reckon dev
+# --set dev.s3=true`), which is SIGKILLed once too (ADR 0035).
+chaos-s3: weed
+	$(MAKE) chaos CHAOS_ARGS="-s3 -weed $(WEED) $(CHAOS_ARGS)"
+
+# `make dev` with the lake on a real S3 server: SeaweedFS in .reckon/s3,
+# S3 on 127.0.0.1:8333, the lake s3://reckon-lake/lake (ADR 0035). Other
+# commands find it with --set dev.s3=true.
+.PHONY: dev-s3
+dev-s3: build temporal weed
+	$(BIN)/reckon dev --set dev.s3=true
 
 # The long-outage tests (tools/outages): three dev stacks on loopback, each
 # with paced payments traffic throughout, hold one component down — the
 # Temporal dev server 10m, the broker 2m, the stream worker 10m (SIGKILL,
 # then `reckon dev`'s hold file keeps it down) — then check that the stream
-# kept publishing / caught up, the archive and the schedule's missed
+# kept publishing / caught up (with the broker down the stream worker's
+# process must never exit), the archive and the schedule's missed
 # reconciliation caught up, nothing was lost, late or published twice
 # because of the outage (reconcile, `reckon verify --truth --lake`). Prints
 # each recovery time, a summary table and `outages: N passed, M failed`;

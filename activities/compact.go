@@ -73,8 +73,11 @@ type CompactRawResult struct {
 	// after the pass; MaxClosedFiles the most files of a closed hour.
 	MaxOpenFiles   int
 	MaxClosedFiles int
+	// RejectedExpired is how many files of the topic's rejected table
+	// the pass deleted past lake.rejected_retention.
+	RejectedExpired int
 	// Failed lists hours whose compaction failed this pass (retried next
-	// pass), with the error.
+	// pass), with the error; a failed rejected retention is listed too.
 	Failed []string
 }
 
@@ -83,7 +86,10 @@ type CompactRawResult struct {
 // into files of up to MaxRows, redeliveries dropped and recorded in
 // raw_dropped), open hours have every partition holding half of
 // MaxOpenFiles archive files merged. An hour that fails is reported in
-// Failed and tried again next pass; the others go on.
+// Failed and tried again next pass; the others go on. The pass also
+// deletes the topic's rejected partitions past lake.rejected_retention
+// (Lake.ExpireRejected): the compaction workflow is the lake's housekeeping
+// loop, running per archived topic whether or not records arrive.
 func (a *Compaction) CompactRaw(ctx context.Context, in CompactRawInput) (CompactRawResult, error) {
 	if err := lake.ValidateTopic(in.Topic); err != nil {
 		return CompactRawResult{}, temporal.NewNonRetryableApplicationError("compact: "+err.Error(), ErrTypeConfig, err)
@@ -134,6 +140,14 @@ func (a *Compaction) CompactRaw(ctx context.Context, in CompactRawInput) (Compac
 		if activity.IsActivity(ctx) {
 			activity.RecordHeartbeat(ctx, h)
 		}
+	}
+	gone, err := a.Lake.ExpireRejected(ctx, in.Topic, now, a.Cfg.Lake.RejectedRetention)
+	res.RejectedExpired = len(gone)
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, err
+		}
+		res.Failed = append(res.Failed, fmt.Sprintf("rejected retention: %v", err))
 	}
 	return res, nil
 }

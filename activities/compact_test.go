@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +137,55 @@ func TestCompactRaw(t *testing.T) {
 	res, err = a.CompactRaw(ctx, activities.CompactRawInput{Topic: parts})
 	if err != nil || !res.ClosedThrough.Equal(h.Add(time.Hour)) || res.ClosedHours != 1 || res.Dropped != 1 {
 		t.Fatalf("archive progress 11:05: %+v, %v", res, err)
+	}
+}
+
+// TestCompactRawExpiresRejected: the compaction pass is what deletes
+// rejected partitions past lake.rejected_retention (default 7 days): a
+// refused record archived into a date ten days ago, its file as old, is
+// gone after one pass, and today's stays.
+func TestCompactRawExpiresRejected(t *testing.T) {
+	cfg, err := config.Load("", nil, []string{"lake.root=" + t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Lake.RejectedRetention != 7*24*time.Hour {
+		t.Fatalf("default lake.rejected_retention %v, want 168h", cfg.Lake.RejectedRetention)
+	}
+	lk, err := lake.Open(lake.Options{Root: cfg.Lake.Root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, err := event.NewGate(cfg.Gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const topic = "m8-suhu-kejadian"
+	w, err := lk.NewRawWriter(lake.RawTable{Topic: topic}, gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	old := now.Add(-10 * 24 * time.Hour)
+	for i, at := range []time.Time{old, now} {
+		if _, err := w.WriteBatch(t.Context(), 0, []lake.RawRecord{{Offset: int64(i), Timestamp: at, Value: []byte("{not json")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oldFile := lake.RejectedDateDir(cfg.Lake.Root, topic, old) + "/" + lake.FileName(topic, 0, 0, 0)
+	newFile := lake.RejectedDateDir(cfg.Lake.Root, topic, now) + "/" + lake.FileName(topic, 0, 1, 1)
+	if err := os.Chtimes(oldFile, old, old); err != nil {
+		t.Fatal(err)
+	}
+	a := &activities.Compaction{Cfg: cfg, Lake: lk, Now: func() time.Time { return now }}
+	res, err := a.CompactRaw(t.Context(), activities.CompactRawInput{Topic: topic})
+	if err != nil || res.RejectedExpired != 1 || len(res.Failed) != 0 {
+		t.Fatalf("pass: %+v, %v", res, err)
+	}
+	if _, err := os.Stat(oldFile); !os.IsNotExist(err) {
+		t.Errorf("expired rejected file still there: %v", err)
+	}
+	if _, err := os.Stat(newFile); err != nil {
+		t.Errorf("today's rejected file: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/interceptor"
@@ -25,6 +26,7 @@ import (
 	"reckon/activities"
 	"reckon/internal/config"
 	"reckon/internal/kafkaconn"
+	"reckon/internal/testing/s3test"
 	"reckon/internal/testing/testenv"
 	"reckon/lake"
 )
@@ -80,40 +82,74 @@ type testStore struct {
 	files func(t *testing.T) map[string][]byte // key → content
 }
 
-// testStores returns a directory lake at dir and an S3 lake.
-func testStores(t *testing.T, dir string) map[string]testStore {
+// testStores returns makers of a directory lake at dir, an S3 lake on an
+// in-process fake and one on the real S3 server (internal/testing/s3test:
+// skipped without ./bin/weed unless RECKON_TEST_REQUIRE_S3 is set).
+func testStores(t *testing.T, dir string) map[string]func(t *testing.T) testStore {
 	t.Helper()
+	return map[string]func(t *testing.T) testStore{
+		"local": func(t *testing.T) testStore {
+			return testStore{opts: lake.Options{Root: dir}, files: func(t *testing.T) map[string][]byte { return dirFiles(t, dir) }}
+		},
+		"s3": fakeS3Store,
+		"s3-weed": func(t *testing.T) testStore {
+			srv, prefix := s3test.Server(t), s3test.Prefix(t)
+			return testStore{opts: lake.Options{Root: "s3://" + s3test.Bucket + "/" + prefix, S3: lake.S3Options{
+				Endpoint: srv.Endpoint, Region: "us-east-1", AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey}},
+				files: func(t *testing.T) map[string][]byte {
+					c := s3test.Client(t)
+					out := map[string][]byte{}
+					for o := range c.ListObjects(t.Context(), s3test.Bucket, minio.ListObjectsOptions{Prefix: prefix + "/", Recursive: true}) {
+						if o.Err != nil {
+							t.Fatal(o.Err)
+						}
+						obj, err := c.GetObject(t.Context(), s3test.Bucket, o.Key, minio.GetObjectOptions{})
+						if err != nil {
+							t.Fatal(err)
+						}
+						b, err := io.ReadAll(obj)
+						obj.Close()
+						if err != nil {
+							t.Fatal(err)
+						}
+						out[strings.TrimPrefix(o.Key, prefix+"/")] = b
+					}
+					return out
+				}}
+		},
+	}
+}
+
+// fakeS3Store is a lake on an in-process S3 (gofakes3).
+func fakeS3Store(t *testing.T) testStore {
 	backend := s3mem.New()
 	if err := backend.CreateBucket("reckon-lake"); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
 	t.Cleanup(srv.Close)
-	return map[string]testStore{
-		"local": {opts: lake.Options{Root: dir}, files: func(t *testing.T) map[string][]byte { return dirFiles(t, dir) }},
-		"s3": {opts: lake.Options{Root: "s3://reckon-lake/prod", S3: lake.S3Options{
-			Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret"}},
-			files: func(t *testing.T) map[string][]byte {
-				list, err := backend.ListBucket("reckon-lake", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
+	return testStore{opts: lake.Options{Root: "s3://reckon-lake/prod", S3: lake.S3Options{
+		Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret"}},
+		files: func(t *testing.T) map[string][]byte {
+			list, err := backend.ListBucket("reckon-lake", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string][]byte{}
+			for _, o := range list.Contents {
+				obj, err := backend.GetObject("reckon-lake", o.Key, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
-				out := map[string][]byte{}
-				for _, o := range list.Contents {
-					obj, err := backend.GetObject("reckon-lake", o.Key, nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					b, err := io.ReadAll(obj.Contents)
-					obj.Contents.Close()
-					if err != nil {
-						t.Fatal(err)
-					}
-					out[strings.TrimPrefix(o.Key, "prod/")] = b
+				b, err := io.ReadAll(obj.Contents)
+				obj.Contents.Close()
+				if err != nil {
+					t.Fatal(err)
 				}
-				return out
-			}},
-	}
+				out[strings.TrimPrefix(o.Key, "prod/")] = b
+			}
+			return out
+		}}
 }
 
 // lakeOffsets counts every offset of partition 0 in the raw and rejected
@@ -209,8 +245,9 @@ func TestArchiveActivityUnderLakeFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
-	for name, st := range testStores(t, cfg.Lake.Root) {
+	for name, mk := range testStores(t, cfg.Lake.Root) {
 		t.Run(name, func(t *testing.T) {
+			st := mk(t)
 			opts := st.opts
 			f := lake.UniformFaults(7, 0.1)
 			f.Latency, f.Timeout = 5*time.Millisecond, 30*time.Millisecond

@@ -22,9 +22,12 @@ import (
 // attempt names the injected fault and is retryable (LakeError leaves it
 // alone).
 func TestZReportUnderLakeFaults(t *testing.T) {
-	for _, store := range []string{"local", "s3"} {
+	for _, store := range []string{"local", "s3", "s3-weed"} {
 		t.Run(store, func(t *testing.T) {
 			opts := lake.Options{Root: t.TempDir()}
+			if store == "s3-weed" {
+				opts = weedLakeOptions(t)
+			}
 			if store == "s3" {
 				backend := s3mem.New()
 				if err := backend.CreateBucket("reckon-lake"); err != nil {

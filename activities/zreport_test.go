@@ -18,11 +18,13 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
 	"github.com/parquet-go/parquet-go"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.temporal.io/sdk/temporal"
 
+	"reckon/internal/testing/s3test"
 	"reckon/lake"
 	"reckon/zreport"
 	"reckon/zreport/ofd"
@@ -275,17 +277,59 @@ func testLake(t *testing.T, dir string) *lake.Lake {
 }
 
 // TestZReportLakeOnS3: the zreports table works on an object-storage lake
-// (an in-process S3 fake): versions written through PublishZReport are
-// found by LoadZReport, highest version first.
+// (an in-process S3 fake, and the real S3 server): versions written
+// through PublishZReport are found by LoadZReport, highest version first.
 func TestZReportLakeOnS3(t *testing.T) {
-	backend := s3mem.New()
-	if err := backend.CreateBucket("reckon-lake"); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
-	defer srv.Close()
-	lk, err := lake.Open(lake.Options{Root: "s3://reckon-lake/prod", S3: lake.S3Options{
-		Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret"}})
+	t.Run("gofakes3", func(t *testing.T) {
+		backend := s3mem.New()
+		if err := backend.CreateBucket("reckon-lake"); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
+		defer srv.Close()
+		testZReportLakeOnS3(t, lake.Options{Root: "s3://reckon-lake/prod", S3: lake.S3Options{
+			Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret"}},
+			func() []string {
+				list, err := backend.ListBucket("reckon-lake", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var keys []string
+				for _, o := range list.Contents {
+					keys = append(keys, strings.TrimPrefix(o.Key, "prod/"))
+				}
+				return keys
+			})
+	})
+	t.Run("weed", func(t *testing.T) {
+		opts := weedLakeOptions(t)
+		prefix := strings.TrimPrefix(opts.Root, "s3://"+s3test.Bucket+"/") + "/"
+		testZReportLakeOnS3(t, opts, func() []string {
+			var keys []string
+			for o := range s3test.Client(t).ListObjects(t.Context(), s3test.Bucket,
+				minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+				if o.Err != nil {
+					t.Fatal(o.Err)
+				}
+				keys = append(keys, strings.TrimPrefix(o.Key, prefix))
+			}
+			return keys
+		})
+	})
+}
+
+// weedLakeOptions are a lake on the real S3 server under a prefix of the
+// test's own (skipped without ./bin/weed unless RECKON_TEST_REQUIRE_S3).
+func weedLakeOptions(t *testing.T) lake.Options {
+	srv := s3test.Server(t)
+	return lake.Options{Root: "s3://" + s3test.Bucket + "/" + s3test.Prefix(t), S3: lake.S3Options{
+		Endpoint: srv.Endpoint, Region: "us-east-1", AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey}}
+}
+
+// testZReportLakeOnS3 runs TestZReportLakeOnS3 on a lake at opts; keys
+// lists the bucket's keys under the lake's prefix, relative to it.
+func testZReportLakeOnS3(t *testing.T, opts lake.Options, keys func() []string) {
+	lk, err := lake.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,16 +355,8 @@ func TestZReportLakeOnS3(t *testing.T) {
 		t.Fatalf("loaded %+v, want version 2 matched", got)
 	}
 	// The objects live under the lake's prefix in the bucket.
-	list, err := backend.ListBucket("reckon-lake", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, o := range list.Contents {
-		keys = append(keys, o.Key)
-	}
-	if len(keys) != 2 || keys[1] != "prod/zreports/close_date=2026-01-01/9960440300123456-142-v2.parquet" {
-		t.Errorf("bucket holds %v", keys)
+	if k := keys(); len(k) != 2 || k[1] != "zreports/close_date=2026-01-01/9960440300123456-142-v2.parquet" {
+		t.Errorf("bucket holds %v", k)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"reckon/internal/testing/s3test"
 )
 
 // benchLake is a lake of benchRows rows over 24 hours (one file per hour,
@@ -43,9 +45,10 @@ func benchLake(b *testing.B) *Lake {
 	return l
 }
 
-// TestMain removes the benchmark lake after the run.
+// TestMain removes the benchmark lake and stops the real S3 server after the run.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	s3test.Stop()
 	if benchLakeUsed {
 		if dir, err := benchLakeOnce(); err == nil {
 			os.RemoveAll(dir)

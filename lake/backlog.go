@@ -19,8 +19,8 @@ type Backlog struct {
 // topic's raw table at now, by the same decision it makes
 // (docs/adr/0018-continuous-compaction.md): an hour that ended at or
 // before now is taken as closed (all its raw files, late files once they
-// are due), the hour still being written as open (the files of each
-// partition holding at least half of o.MaxOpenFiles). o.Open and o.Sweep
+// are due), the hour still being written as open (the newest files of each
+// partition holding at least half of o.MaxOpenFiles, see openMergeRun). o.Open and o.Sweep
 // are ignored. It reads file names only, not files.
 func (l *Lake) CompactionBacklog(ctx context.Context, topic string, now time.Time, o CompactOptions) (Backlog, error) {
 	var b Backlog
@@ -60,9 +60,7 @@ func (l *Lake) CompactionBacklog(ctx context.Context, topic string, now time.Tim
 			continue
 		}
 		for _, in := range hf.archive {
-			if len(in) >= o.openMergeAt() { // what mergeOpen merges
-				b.Files += len(in)
-			}
+			b.Files += len(openMergeRun(in, o)) // what mergeOpen merges
 		}
 	}
 	return b, nil

@@ -138,8 +138,12 @@ func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (Compa
 // small waits until the oldest is o.LateDelay old.
 //
 // An open hour has each partition with at least o.MaxOpenFiles/2 archive
-// files merged into one archive file <topic>-<p>-<first>-<last>.parquet
-// (the partition's offset range), every offset kept.
+// files merged, every offset kept: its newest files, from the first in
+// offset order that is smaller than all the files after it together (see
+// openMergeRun), into one archive file <topic>-<p>-<first>-<last>.parquet
+// named by their offset range. Older, larger files stay as they are, so a
+// row is rewritten only when the file holding it at least doubles, and an
+// hour's merges write O(n log n) rows for n archived, not O(n²).
 //
 // A crash at any point leaves readable files: inputs and outputs side by
 // side hold the same events, which reckon's reader counts once, and
@@ -148,8 +152,12 @@ func (l *Lake) Compact(ctx context.Context, topic string, hour time.Time) (Compa
 //
 // CompactHour locks the hour (a lock file; on S3 an object created with a
 // conditional PUT, docs/adr/0011-lake-object-storage.md), so compactions
-// of one hour do not interleave; a lock older than Options.TempMaxAge is
-// considered left by a crash and taken over.
+// of one hour do not interleave. The lock is a lease of
+// Options.CompactLease: the holder works under a deadline of three quarters
+// of it from taking the lock (its writes and removals stop there), so a lock
+// older than the lease is a killed compaction's and is taken over. A
+// compaction that takes over writes a generation two above the highest it
+// sees, so no output of a holder still finishing a write shares its name.
 func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o CompactOptions) (CompactResult, error) {
 	o.fillDefaults()
 	res := CompactResult{Hour: hour.UTC(), Closed: !o.Open}
@@ -169,16 +177,21 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 	// A lock left by a killed compaction is taken over and removed once
 	// stale, work or not.
 	staleLock := slices.ContainsFunc(es, func(e entry) bool {
-		return e.name == lockName && l.opts.Now().Sub(e.modTime) >= l.opts.TempMaxAge
+		return e.name == lockName && l.opts.Now().Sub(e.modTime) >= l.opts.CompactLease
 	})
 	if !hf.needsWork(o, l.opts.Now()) && !o.Sweep && !staleLock {
 		return res, nil
 	}
-	unlock, err := l.store.lock(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
+	taken := l.opts.Now()
+	unlock, err := l.store.lock(ctx, dir, taken, l.opts.CompactLease)
 	if err != nil {
 		return res, err
 	}
 	defer unlock()
+	// The lease: no write or removal of this compaction after it, so
+	// the next one may take a lock as old over.
+	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(l.opts.CompactLease*3/4))
+	defer cancel()
 	tmpGone, err := l.store.removeStale(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
 	res.TempRemoved = tmpGone
 	if err != nil {
@@ -196,7 +209,7 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 	if o.Open {
 		err = l.mergeOpen(ctx, topic, dir, hf, o, &res)
 	} else {
-		err = l.compactClosed(ctx, topic, hour, dir, hf, o, &res)
+		err = l.compactClosed(ctx, topic, hour, dir, hf, o, staleLock, &res)
 	}
 	return res, err
 }
@@ -325,8 +338,8 @@ func (l *Lake) mergeOpen(ctx context.Context, topic, dir string, hf hourFiles, o
 	}
 	slices.Sort(parts)
 	for _, p := range parts {
-		inputs := hf.archive[p]
-		if len(inputs) < o.openMergeAt() {
+		inputs := openMergeRun(hf.archive[p], o)
+		if len(inputs) == 0 {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -393,18 +406,63 @@ func (l *Lake) mergeOpen(ctx context.Context, topic, dir string, hf hourFiles, o
 	res.MaxPartitionFiles = 0
 	for _, in := range hf.archive {
 		n := len(in)
-		if n >= o.openMergeAt() {
-			n = 1
+		if run := len(openMergeRun(in, o)); run > 0 {
+			n -= run - 1
 		}
 		res.MaxPartitionFiles = max(res.MaxPartitionFiles, n)
 	}
 	return nil
 }
 
+// openMergeRun returns the archive files of one partition of an open hour
+// that mergeOpen merges, in offset order: none below o.openMergeAt()
+// files; otherwise the newest ones, from the oldest file that is smaller
+// than all the files after it together (a file at least that big stays),
+// and every file whose offsets overlap theirs (a crashed merge's inputs
+// beside its output). When that would leave o.openMergeAt() files or more,
+// or merge fewer than two, it is every file.
+//
+// Each merge thus writes at most about twice the bytes archived since the
+// partition's files last doubled: a row is rewritten once per doubling of
+// the file that holds it, log2(hour's files / openMergeAt) times at most,
+// where merging every file each time rewrote the whole hour so far.
+func openMergeRun(files []compactInput, o CompactOptions) []compactInput {
+	if len(files) < o.openMergeAt() {
+		return nil
+	}
+	files = slices.Clone(files)
+	slices.SortFunc(files, func(a, b compactInput) int {
+		return cmp.Or(cmp.Compare(a.FirstOffset, b.FirstOffset), cmp.Compare(a.LastOffset, b.LastOffset))
+	})
+	newer := make([]int64, len(files)+1) // newer[i]: bytes of files[i:]
+	for i := len(files) - 1; i >= 0; i-- {
+		newer[i] = newer[i+1] + files[i].size
+	}
+	j := 0
+	for j < len(files)-1 && files[j].size >= newer[j+1] {
+		j++
+	}
+	// A kept file must end before the merged ones begin.
+	for ; j > 0; j-- {
+		last := int64(-1)
+		for _, f := range files[:j] {
+			last = max(last, f.LastOffset)
+		}
+		if last < files[j].FirstOffset {
+			break
+		}
+	}
+	if j+1 >= o.openMergeAt() || len(files)-j < 2 {
+		j = 0
+	}
+	return files[j:]
+}
+
 // compactClosed merges every file of a closed hour into compacted files
 // without duplicates, records the dropped redeliveries, then deletes the
 // inputs (write, record, delete: no crash point loses an offset).
-func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, dir string, hf hourFiles, o CompactOptions, res *CompactResult) error {
+func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, dir string, hf hourFiles, o CompactOptions,
+	takeover bool, res *CompactResult) error {
 	ddir := droppedHourKey(topic, hour)
 	des, err := l.store.list(ctx, ddir)
 	if err != nil {
@@ -419,6 +477,11 @@ func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, 
 		}
 	}
 	gen++
+	if takeover {
+		// The killed holder may have listed gen-1 as its highest and be
+		// writing gen: skip it.
+		gen++
+	}
 	inputs := slices.Clone(hf.compacted)
 	for _, in := range hf.archive {
 		inputs = append(inputs, in...)

@@ -99,3 +99,47 @@ func benchCompact(b *testing.B, o CompactOptions, check func(*testing.B, Compact
 	b.ReportMetric(rows/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(rows/cpu.Seconds(), "rows/cpu-s")
 }
+
+// BenchmarkOpenHourMerges is one partition's open hour as the compaction
+// workflow sees it: files archive batches of 100 rows each, a compaction
+// pass (CompactHour, Open) after every 15 of them (an archive step every
+// 2 s, a pass every 30 s). merged-rows/row is how many rows the hour's
+// merges wrote per row archived: with every file merged at each merge it
+// grows with the hour's file count (quadratic cost); with the older,
+// larger files kept it grows with its logarithm. ns/op is per hour.
+func BenchmarkOpenHourMerges(b *testing.B) {
+	for _, files := range []int{240, 480, 960} {
+		b.Run(fmt.Sprintf("files=%d", files), func(b *testing.B) {
+			const perFile, perPass = 100, 15
+			rows := genRows(files*perFile, 1, 50, 0, 0, 9)
+			var merged, peak int64
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				l, err := Open(Options{Root: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				merged, peak = 0, 0
+				for f := 0; f < files; f++ {
+					lo := f * perFile
+					b.StopTimer()
+					if _, err := l.WriteRaw(b.Context(), topic, 0, int64(lo), int64(lo+perFile-1), rows[lo:lo+perFile]); err != nil {
+						b.Fatal(err)
+					}
+					if (f+1)%perPass != 0 {
+						continue
+					}
+					b.StartTimer()
+					res, err := l.CompactHour(b.Context(), topic, testStart, CompactOptions{Open: true})
+					if err != nil {
+						b.Fatal(err)
+					}
+					merged += res.Rows
+					peak = max(peak, int64(res.MaxPartitionFiles))
+				}
+			}
+			b.ReportMetric(float64(merged)/float64(len(rows)), "merged-rows/row")
+			b.ReportMetric(float64(peak), "max-files")
+		})
+	}
+}

@@ -72,7 +72,7 @@ func TestCompactKilled(t *testing.T) {
 // killedCompaction seeds a lake at opts, runs the child compaction killed
 // at at, and checks the lake after the kill and after a rerun. It reports
 // whether the child finished without being killed.
-func killedCompaction(t *testing.T, f *s3Fake, opts Options, at string) (finished bool) {
+func killedCompaction(t *testing.T, f *s3Server, opts Options, at string) (finished bool) {
 	t.Helper()
 	ctx := context.Background()
 	l := mustOpen(t, opts)

@@ -271,7 +271,65 @@ func testCompactOpenHour(t *testing.T, opts Options) {
 	}
 }
 
+// TestCompactOpenHourKeepsLargerFiles: an open hour's merge leaves a file
+// at least as big as all newer files together as it is and merges the newer
+// ones: each row is rewritten once per doubling of its file, not at every
+// merge.
+func TestCompactOpenHourKeepsLargerFiles(t *testing.T) {
+	ctx := context.Background()
+	l := mustOpen(t, Options{Root: t.TempDir()})
+	rows := genRows(2000+31*10, 1, 4, 0, 0, 15)
+	if _, err := l.WriteRaw(ctx, topic, 0, 0, 1999, rows[:2000]); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2000; i < len(rows); i += 10 {
+		if _, err := l.WriteRaw(ctx, topic, 0, int64(i), int64(i+9), rows[i:i+10]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := l.CompactHour(ctx, topic, testStart, CompactOptions{Open: true, MaxOpenFiles: 64})
+	if err != nil || len(res.Written) != 1 || res.Rows != 310 || res.Files != 2 || res.MaxPartitionFiles != 2 {
+		t.Fatalf("merge: %+v, %v", res, err)
+	}
+	dir := rawHourKey(topic, testStart)
+	want := []string{FileName(topic, 0, 0, 1999), FileName(topic, 0, 2000, int64(len(rows)-1))}
+	if got := dirNames(t, l, dir); !slices.Equal(got, want) {
+		t.Errorf("after the merge: %v, want %v", got, want)
+	}
+	_, st, err := l.Aggregate(ctx, Query{Topic: topic, From: testStart, To: testStart.Add(time.Hour)}, time.Hour)
+	if err != nil || st.Rows != int64(len(rows)) || st.Duplicates != 0 {
+		t.Errorf("read after the merge: %+v, %v", st, err)
+	}
+}
+
 func TestCompactLock(t *testing.T) { forEachStore(t, testCompactLock) }
+
+// TestCompactLockLease: a killed compaction's lock is taken over once it is
+// older than the holder's lease (Options.CompactLease), not after the
+// temporary files' hour; younger, it is refused.
+func TestCompactLockLease(t *testing.T) { forEachStore(t, testCompactLockLease) }
+
+func testCompactLockLease(t *testing.T, opts Options) {
+	opts.CompactLease = 2 * time.Minute
+	l := mustOpen(t, opts)
+	rows := genRows(20, 1, 2, 0, 0, 12)
+	l.WriteRaw(t.Context(), topic, 0, 0, 9, rows[:10])
+	l.WriteRaw(t.Context(), topic, 0, 10, 19, rows[10:])
+	dir := rawHourKey(topic, testStart)
+	putFile(t, l, joinKey(dir, lockName), nil) // a compaction killed just now
+	l.opts.Now = func() time.Time { return time.Now().Add(time.Minute) }
+	if _, err := l.Compact(t.Context(), topic, testStart); err == nil || !strings.Contains(err.Error(), "another compaction") {
+		t.Fatalf("a lock within its lease was taken over: %v", err)
+	}
+	l.opts.Now = func() time.Time { return time.Now().Add(3 * time.Minute) }
+	res, err := l.Compact(t.Context(), topic, testStart)
+	if err != nil || len(res.Written) != 1 || res.Rows != 20 {
+		t.Fatalf("a lock past its lease was not taken over: %+v, %v", res, err)
+	}
+	if got := dirNames(t, l, dir); !slices.Equal(got, []string{"m8-suhu-kejadian-c2-0.parquet"}) {
+		t.Errorf("after the takeover: %v", got)
+	}
+}
 
 func testCompactLock(t *testing.T, opts Options) {
 	l := mustOpen(t, opts)
@@ -291,7 +349,9 @@ func testCompactLock(t *testing.T, opts Options) {
 	if err != nil || len(res.Written) != 1 {
 		t.Fatalf("stale lock not taken over: %+v, %v", res, err)
 	}
-	if got := dirNames(t, l, dir); !slices.Equal(got, []string{"m8-suhu-kejadian-c1-0.parquet"}) {
+	// Taken over: the generation skips the one the killed holder may
+	// have been writing.
+	if got := dirNames(t, l, dir); !slices.Equal(got, []string{"m8-suhu-kejadian-c2-0.parquet"}) {
 		t.Errorf("lock left behind: %v", got)
 	}
 	// While one compaction holds the lock, another is refused.

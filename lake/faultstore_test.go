@@ -578,17 +578,19 @@ func TestPermanentStorageErrors(t *testing.T) {
 		}
 	})
 	t.Run("s3 bucket gone", func(t *testing.T) {
-		f := newS3Fake(t)
-		l := mustOpen(t, f.options())
-		seedCancelLake(t, l)
-		if err := f.backend.ForceDeleteBucket(testBucket); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range lakeCalls(t) {
-			if err := c.call(t.Context(), l); !IsPermanent(err) {
-				t.Errorf("%s with the bucket gone: %v, want a permanent error", c.name, err)
+		forEachS3(t, func(t *testing.T, f *s3Server) {
+			if f.backend == nil {
+				f = newS3WeedBucket(t)
 			}
-		}
+			l := mustOpen(t, f.options())
+			seedCancelLake(t, l)
+			f.removeBucket(t)
+			for _, c := range lakeCalls(t) {
+				if err := c.call(t.Context(), l); !IsPermanent(err) {
+					t.Errorf("%s with the bucket gone: %v, want a permanent error", c.name, err)
+				}
+			}
+		})
 	})
 	t.Run("local read-only directory", func(t *testing.T) {
 		if os.Geteuid() == 0 {

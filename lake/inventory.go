@@ -26,6 +26,10 @@ type TableInfo struct {
 	// statistics; zero when unknown.
 	From time.Time `json:"from"`
 	To   time.Time `json:"to"`
+	// Retention is how long the table keeps a partition ("" for ever):
+	// set by the caller from its configuration (lake.rejected_retention
+	// for rejected); List leaves it empty.
+	Retention string `json:"retention,omitempty"`
 }
 
 // Inventory is what `reckon lake ls` shows.

@@ -32,9 +32,14 @@ type Options struct {
 	ZstdLevel int
 	// TempMaxAge is how old a hidden temporary file (on S3: an unfinished
 	// multipart upload) in an hour being compacted must be before Compact
-	// removes it as debris of a crashed write, and how old a compaction
-	// lock must be to be taken over. Default 1h.
+	// removes it as debris of a crashed write. Default 1h.
 	TempMaxAge time.Duration
+	// CompactLease is how long one compaction of an hour may hold the
+	// hour's lock: it works under a deadline of three quarters of it from
+	// taking the lock, and a lock older than the lease is a killed
+	// compaction's, taken over by the next one. Default 10m; an hour whose
+	// compaction needs longer fails until it is raised.
+	CompactLease time.Duration
 	// Now is the clock used to age temporary files. Default time.Now.
 	Now func() time.Time
 	// Faults injects storage faults (tests and `make chaos` only,
@@ -65,6 +70,9 @@ func (o Options) Validate() error {
 	if o.TempMaxAge < 0 {
 		errs = append(errs, fmt.Errorf("lake: options: TempMaxAge %v is negative", o.TempMaxAge))
 	}
+	if o.CompactLease < 0 {
+		errs = append(errs, fmt.Errorf("lake: options: CompactLease %v is negative", o.CompactLease))
+	}
 	if o.Faults != nil {
 		errs = append(errs, o.Faults.validate()...)
 	}
@@ -81,6 +89,9 @@ func (o *Options) fillDefaults() {
 	}
 	if o.TempMaxAge == 0 {
 		o.TempMaxAge = time.Hour
+	}
+	if o.CompactLease == 0 {
+		o.CompactLease = 10 * time.Minute
 	}
 	if o.Now == nil {
 		o.Now = time.Now

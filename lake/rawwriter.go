@@ -2,6 +2,7 @@ package lake
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strconv"
@@ -131,9 +132,21 @@ func (w *RawWriter) decode(partition int32, rec *RawRecord) {
 			res.Reasons = append(res.Reasons, w.table.ValuePath+": value required (a number)")
 		}
 	}
+	sum := sha256.Sum256(rec.Value)
+	value, key, cuts := rec.Value, rec.Key, ""
+	if len(value) > event.MaxKeptPrefix {
+		value, cuts = value[:event.MaxKeptPrefix], event.Truncated("value", len(value), event.MaxKeptPrefix)
+	}
+	if len(key) > event.MaxKeptPrefix {
+		key = key[:event.MaxKeptPrefix]
+		cuts = strings.TrimPrefix(cuts+"; "+event.Truncated("key", len(rec.Key), event.MaxKeptPrefix), "; ")
+	}
 	w.rejected = append(w.rejected, RejectedRow{
-		Raw:            append([]byte(nil), rec.Value...),
-		RecordKey:      append([]byte(nil), rec.Key...),
+		Raw:            append([]byte(nil), value...),
+		RecordKey:      append([]byte(nil), key...),
+		RawBytes:       int64(len(rec.Value)),
+		RawSHA256:      sum[:],
+		Truncated:      cuts,
 		Reason:         res.Reason(),
 		Reasons:        strings.Join(res.Reasons, "; "),
 		Fields:         strings.Join(res.Fields, ","),

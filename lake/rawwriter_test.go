@@ -1,7 +1,9 @@
 package lake
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
@@ -36,6 +38,53 @@ func envelope(id int, typ string, occurred time.Time, data string) []byte {
 }
 
 func TestRawWriter(t *testing.T) { forEachStore(t, testRawWriter) }
+
+// TestRawWriterCutsOversized: an oversized record (over the gate's payload
+// limit, here a valid envelope padded to 1 MiB + 1, key 70 KiB) is kept in
+// the rejected table as its first event.MaxKeptPrefix bytes of value and
+// key, with the whole value's size and SHA-256 and a note saying what was
+// cut; a short refused record is kept whole with an empty note.
+func TestRawWriterCutsOversized(t *testing.T) {
+	l := mustOpen(t, Options{Root: t.TempDir()})
+	w, err := l.NewRawWriter(RawTable{Topic: topic, KeyPath: "data.id_perangkat", ValuePath: "data.suhu_c"}, testGate(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 7, 8, 0, 0, 0, time.UTC)
+	pad := strings.Repeat("E (42) i2c: timeout on bus 1, retrying; ", 1<<20/40+1)
+	big := envelope(1, "sensor.suhu.terbaca", at, `{"id_perangkat":"sensor-07","suhu_c":20,"debug_dump":"`+pad+`"}`)
+	bigKey := []byte(strings.Repeat("k", 70<<10))
+	small := []byte(`{not json`)
+	res, err := w.WriteBatch(t.Context(), 0, []RawRecord{
+		{Offset: 0, Timestamp: at, Value: big, Key: bigKey},
+		{Offset: 1, Timestamp: at, Value: small, Key: []byte("k")},
+	})
+	if err != nil || res.Rejected != 2 {
+		t.Fatalf("write: %+v, %v", res, err)
+	}
+	if len(res.Files) != 1 || res.Files[0].Bytes > event.MaxKeptPrefix/2 {
+		t.Errorf("rejected files %+v: want one, far under the 64 KiB kept (the dump compresses; no stats copies)", res.Files)
+	}
+	rows := readParquet[RejectedRow](t, l, "rejected/topic="+topic+"/ingest_date=2026-11-07/"+FileName(topic, 0, 0, 1))
+	if len(rows) != 2 {
+		t.Fatalf("rejected rows %d, want 2", len(rows))
+	}
+	r := rows[0]
+	bigSum := sha256.Sum256(big)
+	if !bytes.Equal(r.Raw, big[:event.MaxKeptPrefix]) || !bytes.Equal(r.RecordKey, bigKey[:event.MaxKeptPrefix]) ||
+		r.RawBytes != int64(len(big)) || !bytes.Equal(r.RawSHA256, bigSum[:]) {
+		t.Errorf("oversized row: raw %d bytes, key %d bytes, raw_bytes %d (want %d), sha256 %x (want %x)",
+			len(r.Raw), len(r.RecordKey), r.RawBytes, len(big), r.RawSHA256, bigSum)
+	}
+	wantNote := fmt.Sprintf("value: %d bytes, first %d kept; key: %d bytes, first %d kept", len(big), event.MaxKeptPrefix, len(bigKey), event.MaxKeptPrefix)
+	if r.Truncated != wantNote || r.Fields != "payload" {
+		t.Errorf("oversized row: truncated %q, fields %q; want %q, payload", r.Truncated, r.Fields, wantNote)
+	}
+	smallSum := sha256.Sum256(small)
+	if r := rows[1]; string(r.Raw) != string(small) || r.Truncated != "" || r.RawBytes != int64(len(small)) || !bytes.Equal(r.RawSHA256, smallSum[:]) {
+		t.Errorf("short row kept as %q, truncated %q, raw_bytes %d, sha256 %x", r.Raw, r.Truncated, r.RawBytes, r.RawSHA256)
+	}
+}
 
 func testRawWriter(t *testing.T, opts Options) {
 	l := mustOpen(t, opts)

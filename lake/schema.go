@@ -74,11 +74,16 @@ func compareRaw(a, b *RawRow) int {
 }
 
 // RejectedRow is one row of the rejected table: a record the quality gate
-// refused, kept byte for byte with why it was refused.
+// refused, kept byte for byte with why it was refused, up to
+// event.MaxKeptPrefix bytes of its value and of its key (the rule of the
+// dead-letter topic's key): an oversized record keeps its first 64 KiB,
+// with its size and hash, and the original stays in its topic.
 type RejectedRow struct {
-	// Raw is the record value as it arrived.
+	// Raw is the record value as it arrived, its first
+	// event.MaxKeptPrefix bytes when longer.
 	Raw []byte `parquet:"raw"`
-	// RecordKey is the Kafka record key as it arrived (empty when none).
+	// RecordKey is the Kafka record key as it arrived (empty when none),
+	// its first event.MaxKeptPrefix bytes when longer.
 	RecordKey []byte `parquet:"record_key"`
 	// Reason is the first reason, machine-readable (e.g. "event_id: not a UUID").
 	Reason string `parquet:"reason,dict"`
@@ -89,6 +94,14 @@ type RejectedRow struct {
 	KafkaPartition int32  `parquet:"kafka_partition"`
 	KafkaOffset    int64  `parquet:"kafka_offset"`
 	IngestedAt     int64  `parquet:"ingested_at,timestamp(microsecond:utc)"`
+	// RawBytes is the size of the whole value as it arrived, RawSHA256
+	// its SHA-256: what identifies a cut value's original.
+	RawBytes  int64  `parquet:"raw_bytes"`
+	RawSHA256 []byte `parquet:"raw_sha256"`
+	// Truncated says what was cut, as the dead-letter header does
+	// ("value: N bytes, first M kept"; "; " between two cuts); empty when
+	// the row holds the record whole.
+	Truncated string `parquet:"truncated"`
 }
 
 // SummaryRow is one row of the summaries table: an event.Pane with

@@ -21,6 +21,8 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/minio/minio-go/v7"
 	"github.com/parquet-go/parquet-go"
+
+	"reckon/internal/testing/s3test"
 )
 
 const (
@@ -28,23 +30,35 @@ const (
 	testPrefix = "lakes/test"
 )
 
-// s3Fake is an in-process S3: gofakes3 with an in-memory backend behind an
-// httptest server, holding the bucket testBucket.
-type s3Fake struct {
-	backend *s3mem.Backend
+// s3Server is an S3 server a test lake lives on: gofakes3 with an
+// in-memory backend behind an httptest server (newS3Fake), or the real
+// SeaweedFS server of internal/testing/s3test (newS3Weed), holding the
+// bucket testBucket. A lake on it lives under base/testPrefix.
+type s3Server struct {
+	backend *s3mem.Backend // nil on the real server
 	url     string
+	bucket  string
+	// base is the bucket-relative prefix every key of this test is under:
+	// "" on a fake (one per test), the test's own on the shared real server.
+	base        string
+	key, secret string
 	// received counts response body bytes of GET requests.
 	received atomic.Int64
 	gets     atomic.Int64
 }
 
-func newS3Fake(t testing.TB) *s3Fake { return newS3FakeWrapped(t, nil) }
+func newS3Fake(t testing.TB) *s3Server { return newS3FakeWrapped(t, nil) }
 
 // newS3FakeWrapped is newS3Fake with the S3 handler wrapped by wrap (nil:
 // not wrapped), to interfere with requests.
-func newS3FakeWrapped(t testing.TB, wrap func(http.Handler) http.Handler) *s3Fake {
+func newS3FakeWrapped(t testing.TB, wrap func(http.Handler) http.Handler) *s3Server {
 	t.Helper()
-	f := &s3Fake{backend: s3mem.New()}
+	return newS3FakeBackend(t, s3mem.New(), wrap)
+}
+
+func newS3FakeBackend(t testing.TB, backend *s3mem.Backend, wrap func(http.Handler) http.Handler) *s3Server {
+	t.Helper()
+	f := &s3Server{backend: backend, bucket: testBucket, key: "reckon", secret: "fake-secret"}
 	if err := f.backend.CreateBucket(testBucket); err != nil {
 		t.Fatal(err)
 	}
@@ -58,16 +72,92 @@ func newS3FakeWrapped(t testing.TB, wrap func(http.Handler) http.Handler) *s3Fak
 	return f
 }
 
-// options returns Options for a lake under s3://testBucket/testPrefix on f.
-func (f *s3Fake) options() Options {
-	return Options{Root: S3Scheme + testBucket + "/" + testPrefix, S3: S3Options{
-		Endpoint: f.url, Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret",
+// newS3Weed is a lake's place on the real S3 server (skipped without
+// ./bin/weed unless RECKON_TEST_REQUIRE_S3 is set): a prefix of the
+// test's own in the shared bucket.
+func newS3Weed(t testing.TB) *s3Server {
+	t.Helper()
+	srv := s3test.Server(t)
+	return &s3Server{url: srv.Endpoint, bucket: s3test.Bucket, base: s3test.Prefix(t) + "/",
+		key: srv.AccessKeyID, secret: srv.SecretAccessKey}
+}
+
+// newS3WeedBucket is newS3Weed in a bucket of the test's own.
+func newS3WeedBucket(t testing.TB) *s3Server {
+	t.Helper()
+	f := newS3Weed(t)
+	f.bucket, f.base = s3test.NewBucket(t), ""
+	return f
+}
+
+// options returns Options for a lake under s3://bucket/base+testPrefix on f.
+func (f *s3Server) options() Options {
+	return Options{Root: S3Scheme + f.bucket + "/" + f.base + testPrefix, S3: S3Options{
+		Endpoint: f.url, Region: "us-east-1", AccessKeyID: f.key, SecretAccessKey: f.secret,
 		Transport: countingTransport{f},
 	}}
 }
 
+// putObject writes key (relative to base) straight into the bucket.
+func (f *s3Server) putObject(t testing.TB, key string, data []byte) {
+	t.Helper()
+	if f.backend != nil {
+		if _, err := f.backend.PutObject(f.bucket, f.base+key, nil, bytes.NewReader(data), int64(len(data)), nil); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if _, err := s3test.Client(t).PutObject(t.Context(), f.bucket, f.base+key, bytes.NewReader(data), int64(len(data)),
+		minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bucketKeys lists every key under base, relative to it.
+func (f *s3Server) bucketKeys(t testing.TB) []string {
+	t.Helper()
+	var keys []string
+	if f.backend != nil {
+		list, err := f.backend.ListBucket(f.bucket, &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Contents {
+			keys = append(keys, o.Key)
+		}
+		return keys
+	}
+	for o := range s3test.Client(t).ListObjects(t.Context(), f.bucket, minio.ListObjectsOptions{Prefix: f.base, Recursive: true}) {
+		if o.Err != nil {
+			t.Fatal(o.Err)
+		}
+		keys = append(keys, strings.TrimPrefix(o.Key, f.base))
+	}
+	return keys
+}
+
+// removeBucket deletes the bucket with everything in it.
+func (f *s3Server) removeBucket(t testing.TB) {
+	t.Helper()
+	if f.backend != nil {
+		if err := f.backend.ForceDeleteBucket(f.bucket); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	c := s3test.Client(t)
+	for _, k := range f.bucketKeys(t) {
+		if err := c.RemoveObject(t.Context(), f.bucket, k, minio.RemoveObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.RemoveBucket(t.Context(), f.bucket); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // countingTransport counts what GETs return.
-type countingTransport struct{ f *s3Fake }
+type countingTransport struct{ f *s3Server }
 
 func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := http.DefaultTransport.RoundTrip(r)
@@ -89,12 +179,21 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// forEachStore runs fn as two subtests: on a lake in a temporary directory
-// and on one in an in-process S3. The lake suite runs through it, so both
-// storages pass the same tests.
+// forEachStore runs fn as three subtests: on a lake in a temporary
+// directory, on one in an in-process S3 (gofakes3) and on one on a real
+// S3 server (SeaweedFS, skipped without ./bin/weed unless
+// RECKON_TEST_REQUIRE_S3 is set). The lake suite runs through it, so every
+// storage passes the same tests.
 func forEachStore(t *testing.T, fn func(t *testing.T, opts Options)) {
 	t.Run("local", func(t *testing.T) { fn(t, Options{Root: t.TempDir()}) })
 	t.Run("s3", func(t *testing.T) { fn(t, newS3Fake(t).options()) })
+	t.Run("s3-weed", func(t *testing.T) { fn(t, newS3Weed(t).options()) })
+}
+
+// forEachS3 runs fn on the in-process fake and on the real S3 server.
+func forEachS3(t *testing.T, fn func(t *testing.T, f *s3Server)) {
+	t.Run("gofakes3", func(t *testing.T) { fn(t, newS3Fake(t)) })
+	t.Run("weed", func(t *testing.T) { fn(t, newS3Weed(t)) })
 }
 
 func mustOpen(t testing.TB, opts Options) *Lake {
@@ -200,8 +299,10 @@ func uploads(t *testing.T, l *Lake) []string {
 // its directory, until its write completed; a write that fails, in a single
 // PUT or in a multipart upload, leaves nothing (and an earlier version of
 // the file untouched).
-func TestS3PutIsAtomic(t *testing.T) {
-	opts := newS3Fake(t).options()
+func TestS3PutIsAtomic(t *testing.T) { forEachS3(t, testS3PutIsAtomic) }
+
+func testS3PutIsAtomic(t *testing.T, f *s3Server) {
+	opts := f.options()
 	opts.S3.PartSize = minPartSize
 	l := mustOpen(t, opts)
 	ctx := context.Background()
@@ -278,8 +379,9 @@ func TestS3PutIsAtomic(t *testing.T) {
 // TestS3ReadsOnlyNeededChunks: a query fetches the footer and the column
 // chunks it decodes, not whole files: the data column is never fetched and
 // a key filter skips the row groups its statistics exclude.
-func TestS3ReadsOnlyNeededChunks(t *testing.T) {
-	fake := newS3Fake(t)
+func TestS3ReadsOnlyNeededChunks(t *testing.T) { forEachS3(t, testS3ReadsOnlyNeededChunks) }
+
+func testS3ReadsOnlyNeededChunks(t *testing.T, fake *s3Server) {
 	opts := fake.options()
 	opts.RowGroupRows = 500
 	l := mustOpen(t, opts)
@@ -348,23 +450,15 @@ func TestS3ReadsOnlyNeededChunks(t *testing.T) {
 
 // TestS3Prefix: the lake lives under its prefix; other keys of the bucket
 // are not part of it.
-func TestS3Prefix(t *testing.T) {
-	fake := newS3Fake(t)
+func TestS3Prefix(t *testing.T) { forEachS3(t, testS3Prefix) }
+
+func testS3Prefix(t *testing.T, fake *s3Server) {
 	l := mustOpen(t, fake.options())
-	if _, err := fake.backend.PutObject(testBucket, "lakes/testother/raw/topic=x/event_date=2026-11-07/event_hour=00/x-0-0-0.parquet", nil, strings.NewReader("x"), 1, nil); err != nil {
-		t.Fatal(err)
-	}
+	fake.putObject(t, "lakes/testother/raw/topic=x/event_date=2026-11-07/event_hour=00/x-0-0-0.parquet", []byte("x"))
 	if _, err := l.WriteRaw(t.Context(), topic, 0, 0, 9, genRows(10, 1, 1, 0, 0, 33)); err != nil {
 		t.Fatal(err)
 	}
-	list, err := fake.backend.ListBucket(testBucket, &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, o := range list.Contents {
-		keys = append(keys, o.Key)
-	}
+	keys := fake.bucketKeys(t)
 	want := "lakes/test/raw/topic=m8-suhu-kejadian/event_date=2026-11-07/event_hour=00/m8-suhu-kejadian-0-0-9.parquet"
 	if !slices.Contains(keys, want) {
 		t.Errorf("bucket keys %v, want %s", keys, want)

@@ -141,7 +141,7 @@ func (l *Lake) writeBatch(ctx context.Context, topic string, partition int32, fi
 		dayRows := rejected[lo:hi]
 		dir := rejectedDateKey(topic, time.UnixMicro(day*microsPerDay))
 		size, err := l.store.put(ctx, joinKey(dir, name), func(out io.Writer) error {
-			rw := parquet.NewGenericWriter[RejectedRow](out, l.writerOptions()...)
+			rw := parquet.NewGenericWriter[RejectedRow](out, append(l.writerOptions(), rejectedBlobs...)...)
 			if _, err := rw.Write(dayRows); err != nil {
 				return err
 			}
@@ -318,4 +318,13 @@ func maxTime(t time.Time, us int64) time.Time {
 		return u
 	}
 	return t
+}
+
+// rejectedBlobs keeps the rejected table's byte columns out of page
+// statistics and the column index: min/max of a 64 KiB value are stored
+// uncompressed, six copies per page, and mean nothing for a blob.
+var rejectedBlobs = []parquet.WriterOption{
+	parquet.SkipPageBounds("raw"), parquet.SkipPageStatistics("raw"),
+	parquet.SkipPageBounds("record_key"), parquet.SkipPageStatistics("record_key"),
+	parquet.SkipPageBounds("raw_sha256"), parquet.SkipPageStatistics("raw_sha256"),
 }

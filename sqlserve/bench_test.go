@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"reckon/internal/testing/s3test"
 	"reckon/lake"
 )
 
@@ -72,6 +73,7 @@ var benchBuilt bool
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	s3test.Stop()
 	if benchBuilt {
 		if dir, _ := benchLake(); dir != "" {
 			os.RemoveAll(dir)

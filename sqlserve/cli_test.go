@@ -65,6 +65,14 @@ func TestOneShot(t *testing.T) {
 	}
 	r.Release()
 
+	// Numbers in the table in plain notation, grouped; CSV keeps them exact.
+	var money bytes.Buffer
+	code = Main(context.Background(), []string{"sql", "--set", "lake.root=" + tl.root,
+		"SELECT 2974500.0::DOUBLE AS money, 1234567::BIGINT AS n, 0.125::DOUBLE AS small"}, strings.NewReader(""), &money, io.Discard, nil)
+	if out := money.String(); code != 0 || !strings.Contains(out, "2,974,500  1,234,567  0.125") || strings.Contains(out, "e+") {
+		t.Errorf("table of numbers: exit %d\n%s", code, out)
+	}
+
 	var empty bytes.Buffer
 	code = Main(context.Background(), []string{"sql", "--format", "csv", "--set", "lake.root=" + tl.root, "SELECT key, version FROM windows WHERE false"},
 		strings.NewReader(""), &empty, io.Discard, nil)

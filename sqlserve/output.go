@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"reckon/internal/numfmt"
 )
 
 // Formats are the output formats of `reckon sql`.
@@ -109,7 +111,7 @@ func writeTable(w io.Writer, rdr array.RecordReader) (int64, error) {
 		rows[0][i] = f.Name
 	}
 	for rdr.Next() {
-		rows = append(rows, cellStrings(rdr.RecordBatch())...)
+		rows = append(rows, tableCells(rdr.RecordBatch())...)
 	}
 	if err := rdr.Err(); err != nil {
 		return 0, err
@@ -144,6 +146,38 @@ func writeTable(w io.Writer, rdr array.RecordReader) (int64, error) {
 	}
 	fmt.Fprintf(bw, "(%d rows)\n", len(rows)-1)
 	return int64(len(rows) - 1), bw.Flush()
+}
+
+// tableCells renders rec's values for a person: as cellStrings, but
+// numbers in plain notation with the thousands grouped (2,974,500, not
+// 2.9745e+06; internal/numfmt).
+func tableCells(rec arrow.RecordBatch) [][]string {
+	rows := cellStrings(rec)
+	for c, col := range rec.Columns() {
+		var f func(r int) string
+		switch a := col.(type) {
+		case *array.Float64:
+			f = func(r int) string { return numfmt.Float(a.Value(r)) }
+		case *array.Float32:
+			f = func(r int) string { return numfmt.Float(float64(a.Value(r))) }
+		case *array.Int64:
+			f = func(r int) string { return numfmt.Int(a.Value(r)) }
+		case *array.Int32:
+			f = func(r int) string { return numfmt.Int(int64(a.Value(r))) }
+		case *array.Uint64:
+			f = func(r int) string { return numfmt.Uint(a.Value(r)) }
+		case *array.Uint32:
+			f = func(r int) string { return numfmt.Uint(uint64(a.Value(r))) }
+		default:
+			continue
+		}
+		for r := range rows {
+			if !col.IsNull(r) {
+				rows[r][c] = f(r)
+			}
+		}
+	}
+	return rows
 }
 
 // cellStrings renders rec's values for display ("NULL" for nulls).

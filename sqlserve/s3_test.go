@@ -20,9 +20,11 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
 	"github.com/parquet-go/parquet-go"
 
 	"reckon/internal/config"
+	"reckon/internal/testing/s3test"
 	"reckon/lake"
 )
 
@@ -31,13 +33,42 @@ const (
 	s3Prefix = "prod/lake"
 )
 
-// s3Lake is the test lake copied into an in-process S3 (gofakes3), as
-// the lake's own S3 tests build one (lake/store_test.go).
+// s3Lake is the test lake copied into an S3 bucket: an in-process fake
+// (gofakes3), as the lake's own S3 tests build one (lake/store_test.go),
+// or the real S3 server of internal/testing/s3test (SeaweedFS).
 type s3Lake struct {
 	*testLake
-	backend  *s3mem.Backend
-	url      string
-	cacheDir string
+	url, bucket, prefix string
+	key, secret         string
+	cacheDir            string
+	// remove deletes a key (relative to prefix) in the bucket.
+	remove func(t *testing.T, key string)
+}
+
+// forEachS3 runs fn on the test lake copied into the fake and into the
+// real S3 server (skipped without ./bin/weed unless RECKON_TEST_REQUIRE_S3).
+func forEachS3(t *testing.T, fn func(t *testing.T, s *s3Lake)) {
+	t.Run("gofakes3", func(t *testing.T) { fn(t, s3Copy(t, buildLake(t))) })
+	t.Run("weed", func(t *testing.T) { fn(t, s3CopyWeed(t, buildLake(t))) })
+}
+
+// walkLake calls put for every file of tl's directory, by its key.
+func walkLake(t *testing.T, tl *testLake, put func(key string, data []byte) error) {
+	t.Helper()
+	err := filepath.WalkDir(tl.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(tl.root, p)
+		return put(filepath.ToSlash(rel), data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // s3Copy uploads every file of tl's directory into a fake bucket.
@@ -49,30 +80,46 @@ func s3Copy(t *testing.T, tl *testLake) *s3Lake {
 	}
 	srv := httptest.NewServer(gofakes3.New(b, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
 	t.Cleanup(srv.Close)
-	err := filepath.WalkDir(tl.root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(tl.root, p)
+	walkLake(t, tl, func(key string, data []byte) error {
 		meta := map[string]string{"Last-Modified": time.Now().UTC().Format(http.TimeFormat)} // as gofakes3's PUT sets it
-		_, err = b.PutObject(s3Bucket, s3Prefix+"/"+filepath.ToSlash(rel), meta, bytes.NewReader(data), int64(len(data)), nil)
+		_, err := b.PutObject(s3Bucket, s3Prefix+"/"+key, meta, bytes.NewReader(data), int64(len(data)), nil)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &s3Lake{testLake: tl, backend: b, url: srv.URL, cacheDir: t.TempDir()}
+	return &s3Lake{testLake: tl, url: srv.URL, bucket: s3Bucket, prefix: s3Prefix, key: "reckon", secret: "fake-secret",
+		cacheDir: t.TempDir(), remove: func(t *testing.T, key string) {
+			if _, err := b.DeleteObject(s3Bucket, s3Prefix+"/"+key); err != nil {
+				t.Fatal(err)
+			}
+		}}
 }
+
+// s3CopyWeed uploads every file of tl's directory to the real S3 server,
+// under a prefix of the test's own.
+func s3CopyWeed(t *testing.T, tl *testLake) *s3Lake {
+	t.Helper()
+	srv, c := s3test.Server(t), s3test.Client(t)
+	prefix := s3test.Prefix(t) + "/" + s3Prefix
+	walkLake(t, tl, func(key string, data []byte) error {
+		_, err := c.PutObject(t.Context(), s3test.Bucket, prefix+"/"+key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
+		return err
+	})
+	return &s3Lake{testLake: tl, url: srv.Endpoint, bucket: s3test.Bucket, prefix: prefix,
+		key: srv.AccessKeyID, secret: srv.SecretAccessKey, cacheDir: t.TempDir(),
+		remove: func(t *testing.T, key string) {
+			if err := c.RemoveObject(t.Context(), s3test.Bucket, prefix+"/"+key, minio.RemoveObjectOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}}
+}
+
+// uri is the lake's root, s3://bucket/prefix.
+func (s *s3Lake) uri() string { return "s3://" + s.bucket + "/" + s.prefix }
 
 // kvs are the configuration that points reckon-sql at the bucket.
 func (s *s3Lake) kvs() []string {
 	return []string{
-		"lake.root=s3://" + s3Bucket + "/" + s3Prefix, "lake.s3.endpoint=" + s.url, "lake.s3.region=us-east-1",
-		"lake.s3.access_key_id=reckon", "lake.s3.secret_access_key=fake-secret", "lake.s3.allow_plaintext_credentials=true",
+		"lake.root=" + s.uri(), "lake.s3.endpoint=" + s.url, "lake.s3.region=us-east-1",
+		"lake.s3.access_key_id=" + s.key, "lake.s3.secret_access_key=" + s.secret, "lake.s3.allow_plaintext_credentials=true",
 		"sql.cache_dir=" + s.cacheDir,
 	}
 }
@@ -135,8 +182,9 @@ var s3Queries = []string{
 // does on the same lake in a directory, through a mirror in sql.cache_dir
 // holding the tables' files and nothing of the mirror's own work; a second
 // run downloads nothing.
-func TestS3LakeQuery(t *testing.T) {
-	s := s3Copy(t, buildLake(t))
+func TestS3LakeQuery(t *testing.T) { forEachS3(t, testS3LakeQuery) }
+
+func testS3LakeQuery(t *testing.T, s *s3Lake) {
 	run := func(q string, args ...string) string {
 		t.Helper()
 		var out, errb bytes.Buffer
@@ -193,9 +241,10 @@ func parquetFiles(t *testing.T, root string) []string {
 // answering the same counts after a compaction on the bucket and a sync,
 // with no compaction input left in the mirror; a file deleted in the
 // bucket disappears from the mirror and from the views.
-func TestS3LakeMirrorFollowsTheBucket(t *testing.T) {
+func TestS3LakeMirrorFollowsTheBucket(t *testing.T) { forEachS3(t, testS3LakeMirrorFollowsTheBucket) }
+
+func testS3LakeMirrorFollowsTheBucket(t *testing.T, s *s3Lake) {
 	ctx := context.Background()
-	s := s3Copy(t, buildLake(t))
 	m := s.mirror(t)
 	if _, err := m.Sync(ctx); err != nil {
 		t.Fatal(err)
@@ -239,9 +288,7 @@ func TestS3LakeMirrorFollowsTheBucket(t *testing.T) {
 	gone := filepath.Join(m.Dir(), "zreports", filepath.FromSlash(zs[0]))
 	want, _ := strconv.Atoi(before[3])
 	want -= int(parquetRows(t, gone))
-	if _, err := s.backend.DeleteObject(s3Bucket, s3Prefix+"/zreports/"+zs[0]); err != nil {
-		t.Fatal(err)
-	}
+	s.remove(t, "zreports/"+zs[0])
 	if res, err := m.Sync(ctx); err != nil || res.Removed != 1 {
 		t.Fatalf("sync after a delete: %+v, %v", res, err)
 	}
@@ -275,8 +322,9 @@ func parquetRows(t *testing.T, p string) int64 {
 // TestServeS3Lake: `reckon-sql serve` on an S3 lake syncs its mirror
 // before it says it serves, and again every sql.sync_interval: a file
 // deleted in the bucket leaves the views without a restart.
-func TestServeS3Lake(t *testing.T) {
-	s := s3Copy(t, buildLake(t))
+func TestServeS3Lake(t *testing.T) { forEachS3(t, testServeS3Lake) }
+
+func testServeS3Lake(t *testing.T, s *s3Lake) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -292,7 +340,7 @@ func TestServeS3Lake(t *testing.T) {
 	}
 	go io.Copy(io.Discard, pr)
 	_, rest, ok := strings.Cut(line, "grpc://")
-	if !ok || !strings.Contains(line, "s3://"+s3Bucket+"/"+s3Prefix+" mirrored in "+s.cacheDir) {
+	if !ok || !strings.Contains(line, s.uri()+" mirrored in "+s.cacheDir) {
 		t.Fatalf("address line %q", line)
 	}
 	c := newClient(t, strings.Fields(rest)[0])
@@ -302,9 +350,7 @@ func TestServeS3Lake(t *testing.T) {
 	}
 	before := mustRead(t, c, "SELECT count(*) FROM zreport_versions").rows[0][0]
 	zs := parquetFiles(t, filepath.Join(s.root, "zreports"))
-	if _, err := s.backend.DeleteObject(s3Bucket, s3Prefix+"/zreports/"+zs[0]); err != nil {
-		t.Fatal(err)
-	}
+	s.remove(t, "zreports/"+zs[0])
 	want, _ := strconv.Atoi(before)
 	want -= int(parquetRows(t, filepath.Join(s.root, "zreports", filepath.FromSlash(zs[0]))))
 	for deadline := time.Now().Add(30 * time.Second); ; {

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"reckon/internal/kafkaconn"
 )
@@ -43,7 +45,12 @@ func (p *partition) holdTicks(lso int64) {
 // tells markers from records still waiting. The probe reads on a
 // goroutine of its own (the run loop does not wait on it); a later tick
 // takes its answer.
-func (w *Worker) caughtUp(ctx context.Context, part *partition) bool {
+//
+// A partition without a clock yet (no record since it was assigned, and
+// none committed) starts it from the probe: the latest marker's timestamp
+// is its last arrival, so it ticks and its idle watermark advances
+// (docs/adr/0033-progress-every-partition-and-broker-outages.md).
+func (w *Worker) caughtUp(ctx context.Context, part *partition, now time.Time) bool {
 	if part.readTo == 0 {
 		return true
 	}
@@ -65,6 +72,9 @@ func (w *Worker) caughtUp(ctx context.Context, part *partition) bool {
 			// next only grows) to readTo.
 			if !res.waiting {
 				part.readTo = 0
+				if part.lastArrival.IsZero() && !res.marker.IsZero() {
+					part.lastArrival, part.lastWall = res.marker, now
+				}
 				return true
 			}
 		default:
@@ -76,8 +86,8 @@ func (w *Worker) caughtUp(ctx context.Context, part *partition) bool {
 		part.probe = ch
 		k, from, to := part.tp, part.next, part.readTo
 		go func() {
-			waiting, err := w.recordWaiting(ctx, k, from, to)
-			ch <- probeResult{waiting, err}
+			waiting, marker, err := w.recordWaiting(ctx, k, from, to)
+			ch <- probeResult{waiting, marker, err}
 		}()
 	}
 	return false
@@ -86,19 +96,21 @@ func (w *Worker) caughtUp(ctx context.Context, part *partition) bool {
 // probeResult is the answer of a recordWaiting probe.
 type probeResult struct {
 	waiting bool
+	marker  time.Time // the latest marker's timestamp, when only markers wait
 	err     error
 }
 
 // recordWaiting reports whether raw partition k holds a committed record
-// (not a transaction marker) at an offset in [from, to).
-func (w *Worker) recordWaiting(ctx context.Context, k tp, from, to int64) (bool, error) {
+// (not a transaction marker) at an offset in [from, to); when it holds
+// none, marker is the latest timestamp of the markers there.
+func (w *Worker) recordWaiting(ctx context.Context, k tp, from, to int64) (waiting bool, marker time.Time, err error) {
 	cl, err := kafkaconn.NewClient(w.cfg.Kafka, "stream-catchup",
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{k.topic: {k.partition: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 	)
 	if err != nil {
-		return false, err
+		return false, time.Time{}, err
 	}
 	defer cl.Close()
 	pctx, cancel := context.WithTimeout(ctx, probeWait)
@@ -106,14 +118,15 @@ func (w *Worker) recordWaiting(ctx context.Context, k tp, from, to int64) (bool,
 	for {
 		fs := cl.PollFetches(pctx)
 		if err := pctx.Err(); err != nil {
-			return false, fmt.Errorf("streaming: nothing read from %s/%d offset %d within %v: %w", k.topic, k.partition, from, probeWait, err)
+			return false, time.Time{}, fmt.Errorf("streaming: nothing read from %s/%d offset %d within %v: %w",
+				k.topic, k.partition, from, probeWait, err)
 		}
 		for _, fe := range fs.Errors() {
 			if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
-				return false, fe.Err
+				return false, time.Time{}, fe.Err
 			}
 		}
-		waiting, done := false, false
+		done := false
 		fs.EachRecord(func(r *kgo.Record) {
 			switch {
 			case done || r.Offset < from:
@@ -121,14 +134,93 @@ func (w *Worker) recordWaiting(ctx context.Context, k tp, from, to int64) (bool,
 				done = true
 			case !r.Attrs.IsControl():
 				waiting, done = true, true
-			case r.Offset+1 >= to:
-				done = true
+			default:
+				if r.Timestamp.After(marker) {
+					marker = r.Timestamp
+				}
+				done = r.Offset+1 >= to
 			}
 		})
 		if done {
-			return waiting, nil
+			if waiting {
+				marker = time.Time{}
+			}
+			return waiting, marker, nil
 		}
 	}
+}
+
+// clocklessEvery is how often the run loop looks for markers written to
+// partitions without a clock (watchClockless).
+const clocklessEvery = time.Second
+
+// watchClockless looks, at most every clocklessEvery, for partitions that
+// have no clock (nothing arrived since their assignment, nothing
+// committed) but whose last stable offset moved past what they processed:
+// only transaction markers can have come (a record would have been
+// fetched), so their ticks are held to that offset and the probe starts
+// their clock from the markers (caughtUp). An empty partition stays
+// without a clock: nothing arrived, and a wall clock would make a
+// history replayed into it late.
+func (w *Worker) watchClockless(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time) {
+	if now.Before(w.clocklessAt) {
+		return
+	}
+	w.clocklessAt = now.Add(clocklessEvery)
+	var ks []tp
+	for k, p := range w.parts {
+		if p.lastArrival.IsZero() && p.readTo == 0 && p.probe == nil {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	ends, err := kadm.NewClient(sess.Client()).ListCommittedOffsets(lctx, topicsOf(ks)...)
+	if err != nil {
+		w.log.Debug("cannot list the last stable offsets of partitions without a clock", "err", err)
+		return
+	}
+	for _, k := range ks {
+		if e, ok := ends.Lookup(k.topic, k.partition); ok && e.Err == nil {
+			w.parts[k].holdTicks(e.Offset)
+		}
+	}
+}
+
+// commitUnpolled adds to the transaction's offset commit every partition
+// that publishes progress in it but that the session polled no record of
+// (kgo commits the offsets of polled records only): a partition that held
+// only markers gets a committed offset too, and a new owner's stable
+// offset fetch (KIP-447) waits for this transaction before it restores
+// the partition — its republished progress cannot be older than what
+// this transaction commits. Called with kgo's transaction lock held: it
+// only edits the request.
+func (w *Worker) commitUnpolled(req *kmsg.TxnOffsetCommitRequest) error {
+	for _, part := range w.parts {
+		if !(part.touched || part.progressDue) || part.next < 0 {
+			continue
+		}
+		ti := slices.IndexFunc(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return t.Topic == part.topic })
+		if ti < 0 {
+			t := kmsg.NewTxnOffsetCommitRequestTopic()
+			t.Topic = part.topic
+			req.Topics = append(req.Topics, t)
+			ti = len(req.Topics) - 1
+		}
+		t := &req.Topics[ti]
+		if slices.ContainsFunc(t.Partitions, func(p kmsg.TxnOffsetCommitRequestTopicPartition) bool {
+			return p.Partition == part.partition
+		}) {
+			continue
+		}
+		p := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		p.Partition, p.Offset, p.LeaderEpoch = part.partition, part.next, -1
+		t.Partitions = append(t.Partitions, p)
+	}
+	return nil
 }
 
 // topicsOf lists the distinct topics of ks.

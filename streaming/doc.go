@@ -11,7 +11,10 @@
 // restored from the state committed with them, so a crash and restart gives
 // the same final panes as an uninterrupted run. Redeliveries by producers
 // (the same event_id sent twice) are dropped by the operator's dedup, which
-// is part of that state.
+// is part of that state. A broker outage is ridden out in process: the
+// lost session is replaced by a new one with the same transactional id,
+// which aborts the open transaction, and the partitions are restored the
+// same way (docs/adr/0033-progress-every-partition-and-broker-outages.md).
 //
 // It is not for deciding anything about windows or watermarks: that is the
 // operator's job, shared with `reckon simulate` and the batch recompute.

@@ -16,6 +16,7 @@ type workerMetrics struct {
 	deadLetters, unroutedRecs, panes, committedRecs, commits *metrics.Vec
 	watermark, watermarkLag, consumerLag, dedup, win         *metrics.Vec
 	checkpoints, produceFailures, progress, purgedThrough    *metrics.Vec
+	sessionsLost                                             *metrics.Vec
 }
 
 func newWorkerMetrics(r *metrics.Registry) *workerMetrics {
@@ -42,6 +43,9 @@ func newWorkerMetrics(r *metrics.Registry) *workerMetrics {
 		progress:        r.Gauge("reckon_stream_progress_published_seconds", "When the partition's progress record was last committed (Unix seconds; time() minus it is the seconds since the last progress).", "stream", "topic", "partition"),
 		purgedThrough:   r.Gauge("reckon_stream_purged_through_seconds", "Watermark minus allowed lateness: windows ending at or before it are final for the stream (Unix seconds).", "stream", "topic", "partition"),
 		checkpoints:     r.Counter("reckon_stream_checkpoints_total", "Full operator-state checkpoints written (replay log in between).", "topic"),
+		sessionsLost: r.Counter("reckon_stream_sessions_lost_total",
+			"Transaction sessions lost (broker unreachable or failing): "+
+				"the worker waited for the broker and restored its partitions."),
 	}
 }
 
@@ -65,6 +69,7 @@ func (m *workerMetrics) verdict(stream string, rolling bool, v operator.Verdict)
 }
 
 func (m *workerMetrics) produceFailed(n int)      { m.produceFailures.With().Add(float64(n)) }
+func (m *workerMetrics) sessionLost()             { m.sessionsLost.With().Add(1) }
 func (m *workerMetrics) checkpoint(topic string)  { m.checkpoints.With(topic).Add(1) }
 func (m *workerMetrics) dead(topic, stage string) { m.deadLetters.With(topic, stage).Add(1) }
 func (m *workerMetrics) unrouted(topic string)    { m.unroutedRecs.With(topic).Add(1) }

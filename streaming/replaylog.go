@@ -185,7 +185,7 @@ func (w *Worker) replay(ctx context.Context, p *partition) error {
 		for ; i < len(l.entries) && l.entries[i].next <= offset; i++ {
 			for _, so := range p.ops {
 				if t := l.entries[i].tick; t != 0 {
-					so.op.Tick(time.Unix(0, t).UTC(), &so.out)
+					tickOp(so, time.Unix(0, t).UTC(), l.entries[i].next)
 				}
 				so.op.FlushLate(&so.out)
 				so.out.Reset()

@@ -61,6 +61,8 @@ type Worker struct {
 	// revokedSeen: partitions were revoked or lost since the transaction
 	// began (Run ends even an empty transaction then).
 	revokedSeen bool
+	// clocklessAt is when watchClockless looks next.
+	clocklessAt time.Time
 }
 
 type tp struct {
@@ -177,7 +179,74 @@ func operatorOptions(s config.Stream, wcfg config.StreamWorker) operator.Options
 
 // Run consumes until ctx ends. Each iteration polls, processes, ticks, and
 // commits outputs + state + offsets in one transaction.
+//
+// A broker outage does not end it: when the transaction session fails (a
+// transaction that cannot end or abort: the broker is gone, or answers
+// with an error kgo does not retry), Run drops every partition's state,
+// closes the session, waits until the broker answers and starts a new
+// session with the same transactional id. Its producer id request fences
+// the lost session and aborts its open transaction; the partitions are
+// restored from the committed state, so outputs, state and offsets stay
+// exactly once (docs/adr/0033-progress-every-partition-and-broker-outages.md).
+// Run returns an error only for a configuration the client refuses or a
+// broker that refuses the worker for good (authentication).
 func (w *Worker) Run(ctx context.Context) error {
+	for {
+		err := w.runSession(ctx)
+		var lost *sessionLost
+		if !errors.As(err, &lost) {
+			if err == nil {
+				w.log.Info("stream worker stopping")
+			}
+			return err
+		}
+		w.resetPartitions()
+		if ctx.Err() != nil {
+			w.log.Info("stream worker stopping")
+			return nil
+		}
+		w.m.sessionLost()
+		w.log.Warn("stream transaction session lost; its open transaction is aborted by the next session, "+
+			"all partition state dropped; waiting for the broker", "err", lost.err)
+		lostAt := w.now()
+		if err := kafkaconn.WaitReady(ctx, w.cfg.Kafka); err != nil {
+			if ctx.Err() != nil {
+				w.log.Info("stream worker stopping")
+				return nil
+			}
+			return fmt.Errorf("streaming: %w", err)
+		}
+		w.log.Info("broker answers again: new transaction session, partitions restored from the committed state",
+			"waited", w.now().Sub(lostAt).Round(time.Millisecond))
+	}
+}
+
+// sessionLost is a failure of the transaction session that a new session
+// recovers from (Run).
+type sessionLost struct{ err error }
+
+func (e *sessionLost) Error() string { return "streaming: transaction session lost: " + e.err.Error() }
+func (e *sessionLost) Unwrap() error { return e.err }
+
+// resetPartitions forgets every partition, assigned and queued, when a
+// session ends: the next session's group assignment brings them back and
+// they are restored from the committed state.
+func (w *Worker) resetPartitions() {
+	w.dropAll()
+	clear(w.eager)
+	w.assignedMu.Lock()
+	w.assigned = w.assigned[:0]
+	w.assignedMu.Unlock()
+	w.revokedSeen = false
+	w.attemptsMu.Lock()
+	clear(w.attempts)
+	w.nAttempts.Store(0)
+	w.attemptsMu.Unlock()
+}
+
+// runSession is one transaction session of Run: it returns nil when ctx
+// ends, a *sessionLost when the session failed.
+func (w *Worker) runSession(ctx context.Context) error {
 	topics := make([]string, 0, len(w.byTopic))
 	for t := range w.byTopic {
 		topics = append(topics, t)
@@ -222,7 +291,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("streaming: %w", err)
 	}
-	defer sess.Close()
+	defer w.closeSession(sess, revoked)
 	w.started = w.now()
 	if w.cfg.Stream.Membership == "static" {
 		w.log.Info("stream worker joining its group as a static member: a restart of this instance takes its partitions back without a rebalance; partitions of a member gone for good move after the session timeout",
@@ -230,6 +299,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	} else {
 		w.log.Info("stream worker joining its group; after a crash, the previous member's partitions are assigned once its session expires",
 			"group", w.cfg.Stream.Group, "session_timeout", w.cfg.Stream.SessionTimeout, "topics", topics, "transactional_id", txnID)
+	}
+
+	// The producer id first: with the same transactional id it fences a
+	// predecessor (a killed process, or this worker's lost session) and
+	// aborts its open transaction now rather than at its timeout, so the
+	// stable offsets the restores wait for are there at once.
+	if _, _, err := sess.Client().ProducerID(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return &sessionLost{fmt.Errorf("producer id: %w", err)}
 	}
 
 	// A shutdown (ctx ending) still finishes the open transaction: what was
@@ -243,10 +323,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		// partitions' snapshots), at most CommitInterval of latency when idle.
 		if !inTxn {
 			if err := sess.Begin(); err != nil {
-				return fmt.Errorf("streaming: begin: %w", err)
+				return &sessionLost{fmt.Errorf("begin: %w", err)}
 			}
 			inTxn = true
 		}
+		// Revoked partitions first: one queued for a restore before its
+		// revocation must not be restored after it.
+		w.drainRevoked(revoked)
 		w.restoreAssigned(ctx, sess)
 		// Outputs are produced as they are made, so their delivery
 		// overlaps processing; End only flushes the rest and commits.
@@ -270,13 +353,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		stopping := ctx.Err() != nil
 		if now := w.now(); failed == nil && !stopping && now.Sub(lastTick) >= w.cfg.Stream.TickInterval {
 			lastTick = now
+			w.watchClockless(ctx, sess, now)
 			for _, part := range w.parts {
+				if !w.caughtUp(ctx, part, now) {
+					continue
+				}
 				proc, ok := part.procNow(now)
-				if !ok || !w.caughtUp(ctx, part) {
+				if !ok {
 					continue
 				}
 				for _, so := range part.ops {
-					so.op.Tick(proc, &so.out)
+					tickOp(so, proc, part.next)
 				}
 				// Every tick goes into the replay log, even one with no
 				// output: it may have advanced an idle watermark.
@@ -289,7 +376,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			// discarded; the consumer rewinds and the operators reload the
 			// committed state.
 			inTxn, w.revokedSeen = false, false
-			w.abort(ctx, octx, sess)
+			if err := w.abort(ctx, octx, sess); err != nil {
+				return err
+			}
 			continue
 		}
 		now := w.now()
@@ -316,13 +405,19 @@ func (w *Worker) Run(ctx context.Context) error {
 		// A record the broker refused must not be committed past: flush,
 		// and abort on any failure (End would commit the rest regardless).
 		ectx, cancel := context.WithTimeout(octx, w.cfg.Stream.TransactionTimeout)
+		ectx = kgo.PreTxnCommitFnContext(ectx, w.commitUnpolled)
 		if err := sess.Client().Flush(ectx); err == nil {
 			if r, n, perrFirst := perr.first(); perrFirst != nil {
 				cancel()
 				w.m.produceFailed(n)
 				w.log.Error("outputs refused by the broker; transaction aborted and retried", "failed", n,
 					"topic", r.Topic, "partition", r.Partition, "key_bytes", len(r.Key), "value_bytes", len(r.Value), "err", perrFirst)
-				w.abort(ctx, octx, sess)
+				if err := w.abort(ctx, octx, sess); err != nil {
+					if stopping {
+						break
+					}
+					return err
+				}
 				if stopping {
 					break
 				}
@@ -336,7 +431,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				w.log.Warn("last transaction not committed at shutdown; the next owner redoes it", "err", err)
 				break
 			}
-			return fmt.Errorf("streaming: end transaction: %w", err)
+			return &sessionLost{fmt.Errorf("end transaction: %w", err)}
 		}
 		if !committed {
 			w.log.Info("transaction aborted (rebalance); reloading state")
@@ -355,8 +450,55 @@ func (w *Worker) Run(ctx context.Context) error {
 			break
 		}
 	}
-	w.log.Info("stream worker stopping")
 	return nil
+}
+
+// closeSession leaves the group (bounded: a broker that is gone does not
+// hold the worker) and closes the session. Its revoke callbacks may still
+// run and send to revoked: they are drained meanwhile.
+func (w *Worker) closeSession(sess *kgo.GroupTransactSession, revoked chan []tp) {
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-revoked:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	lctx, cancel := context.WithTimeout(context.Background(), w.cfg.Stream.SessionTimeout)
+	_ = sess.Client().LeaveGroupContext(lctx)
+	cancel()
+	sess.Close()
+	close(stop)
+}
+
+// drainRevoked drops the partitions the group's callback revoked.
+func (w *Worker) drainRevoked(revoked chan []tp) {
+	for {
+		select {
+		case l := <-revoked:
+			for _, k := range l {
+				w.drop(k)
+			}
+			w.revokedSeen = true
+		default:
+			return
+		}
+	}
+}
+
+// tickOp ticks one operator at proc; next is the partition's next offset
+// then. A partition that has processed no record at all (next 0: only
+// transaction markers, or nothing, below it) starts the operator's idle
+// rule first (operator.StartIdle). The replay calls it with the same
+// values (the log entry's offset), so a restore reaches the same watermark.
+func tickOp(so *streamOp, proc time.Time, next int64) {
+	if next == 0 {
+		so.op.StartIdle(proc)
+	}
+	so.op.Tick(proc, &so.out)
 }
 
 // pollOnce polls for at most wait and runs what arrived through the
@@ -366,17 +508,7 @@ func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, r
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	fetches := sess.PollFetches(pctx)
 	cancel()
-	for drained := false; !drained; {
-		select {
-		case l := <-revoked:
-			for _, k := range l {
-				w.drop(k)
-			}
-			w.revokedSeen = true
-		default:
-			drained = true
-		}
-	}
+	w.drainRevoked(revoked)
 	for _, fe := range fetches.Errors() {
 		if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
 			w.log.Warn("fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
@@ -495,17 +627,22 @@ func (w *Worker) processChunk(j *fetched, now time.Time, emit func([]*kgo.Record
 	return true, nil
 }
 
-func (w *Worker) abort(ctx, octx context.Context, sess *kgo.GroupTransactSession) {
+// abort ends the transaction with an abort and drops every partition's
+// state. An abort that fails leaves the session unusable (kgo's End): a
+// *sessionLost, for Run to start a new one.
+func (w *Worker) abort(ctx, octx context.Context, sess *kgo.GroupTransactSession) error {
 	actx, cancel := context.WithTimeout(octx, w.cfg.Stream.TransactionTimeout)
 	defer cancel()
-	if _, err := sess.End(actx, kgo.TryAbort); err != nil {
-		w.log.Warn("abort", "err", err)
-	}
+	_, err := sess.End(actx, kgo.TryAbort)
 	w.dropAll()
+	if err != nil {
+		return &sessionLost{fmt.Errorf("abort transaction: %w", err)}
+	}
 	select {
 	case <-ctx.Done():
 	case <-time.After(200 * time.Millisecond):
 	}
+	return nil
 }
 
 func (w *Worker) drop(k tp) {
@@ -965,12 +1102,19 @@ func (w *Worker) restoreAssigned(ctx context.Context, sess *kgo.GroupTransactSes
 			end, foundEnd = ends.Lookup(k.topic, k.partition)
 		}
 		switch {
-		case err != nil || (found && o.Err != nil) || (found && o.At >= 0 && (!foundEnd || end.Err != nil)):
+		case err != nil || (found && o.Err != nil) || !foundEnd || end.Err != nil:
 			w.eager[k] = now.Add(time.Second)
-		case !found || o.At < 0:
-			delete(w.eager, k) // nothing committed: nothing to restore
 		default:
-			p, err := w.partitionFor(ctx, k, o.At)
+			// Nothing committed (first < 0) restores too: a fresh
+			// partition, or one that held only transaction markers, so
+			// far. It publishes progress like any other (progressDue),
+			// and its clock starts with its first arrival or marker
+			// (catchup.go).
+			first := int64(-1)
+			if found && o.At >= 0 {
+				first = o.At
+			}
+			p, err := w.partitionFor(ctx, k, first)
 			if err != nil {
 				w.log.Debug("eager restore deferred", "topic", k.topic, "partition", k.partition, "err", err)
 				w.eager[k] = now.Add(time.Second)

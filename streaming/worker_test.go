@@ -83,6 +83,12 @@ func newTestEnv(t testing.TB, count int64, tweak ...func(*generate.Options)) (*c
 	} else {
 		_, brokers = testenv.Kafka(t, 1, "")
 	}
+	return newTestEnvOn(t, brokers, count, tweak...)
+}
+
+// newTestEnvOn is newTestEnv on the given brokers.
+func newTestEnvOn(t testing.TB, brokers []string, count int64, tweak ...func(*generate.Options)) (*config.Config, []*kgo.Record) {
+	t.Helper()
 	env := []string{
 		"RECKON_KAFKA_BROKERS=" + brokers[0],
 		"RECKON_STREAM_WORKER_INSTANCE=test",

@@ -19,13 +19,15 @@ import (
 
 	"reckon/internal/config"
 	"reckon/internal/kafkaconn"
+	"reckon/internal/seaweed"
 	"reckon/internal/topics"
 	"reckon/workflows"
 )
 
 // devComponents are the long-running parts `reckon dev` supervises, in start
 // order. Each is its own process so any one can be killed and restarts alone.
-var devComponents = []string{"broker", "temporal", "ofd", "stream", "batch", "generate", "sql"}
+// "s3" runs only with dev.s3.
+var devComponents = []string{"broker", "temporal", "s3", "ofd", "stream", "batch", "generate", "sql"}
 
 func runDev(ctx context.Context, cx *cmdContext) error {
 	if len(cx.args) > 0 && cx.args[0] == "broker" {
@@ -73,13 +75,15 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	}
 	kafkaAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.KafkaPort))
 	temporalAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.TemporalPort))
-	for name, addr := range map[string]string{"broker": kafkaAddr, "temporal": temporalAddr} {
+	ofdAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.OFDPort))
+	for name, addr := range map[string]string{"broker": kafkaAddr, "temporal": temporalAddr, "ofd": ofdAddr} {
 		if skip[name] {
 			continue
 		}
 		if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
 			c.Close()
-			return fmt.Errorf("%s port %s is already in use: is another `reckon dev` running? (stop it, or change dev.kafka_port/dev.temporal_port)", name, addr)
+			return fmt.Errorf("%s port %s is already in use: is another `reckon dev` running? "+
+				"(stop it, or change dev.kafka_port/dev.temporal_port/dev.ofd_port)", name, addr)
 		}
 	}
 
@@ -93,6 +97,12 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		common = append(common, "--set", s)
 	}
 	common = append(common, "--set", "kafka.brokers="+kafkaAddr, "--set", "temporal.address="+temporalAddr)
+	if !skip["ofd"] {
+		// The batch workers ask the stack's own simulator, on dev.ofd_port;
+		// --without ofd keeps zreport.ofd_url (an operator of your own).
+		common = append(common, "--set", "zreport.ofd_url=http://"+ofdAddr, "--set", "zreport.ofd_sim_addr="+ofdAddr)
+		cfg.ZReport.OFDURL, cfg.ZReport.OFDSimAddr = "http://"+ofdAddr, ofdAddr
+	}
 	// Z-reports on a dev clock: the OFD document is requested minutes, not
 	// six days, after shift close (override with your own --set).
 	for _, kv := range []string{"zreport.ofd_request_after=3m", "zreport.retention=15m", "zreport.ofd_retry=1m", "zreport.linger=5m"} {
@@ -107,6 +117,16 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	// fresh dev dir (a new broker, offsets from 0) would meet the old
 	// lake's archive progress, and the archive would stop on "cursor
 	// beyond the end" as it must for a recreated topic.
+	var s3 *seaweed.Setup
+	if cfg.Dev.S3 && !skip["s3"] {
+		// The children see dev.s3 too: their configuration points the
+		// lake at this server (config.DevS3Root, lake.s3 on dev.s3_port).
+		if s3, err = devS3(cfg, dir); err != nil {
+			return err
+		}
+	} else {
+		skip["s3"] = true
+	}
 	if cfg.Lake.Root == defaultLakeRoot && filepath.Clean(cfg.Dev.Dir) != filepath.Clean(defaultDevDir) {
 		cfg.Lake.Root = filepath.Join(dir, "lake")
 		common = append(common, "--set", "lake.root="+cfg.Lake.Root)
@@ -145,6 +165,15 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		procs[g.name] = mk(g.name, self, append(g.args, common...)...)
 	}
 	procs["ofd"] = mk("ofd", self, append([]string{"zreport", "ofd-sim"}, common...)...)
+	if s3 != nil {
+		p := mk("s3", s3.Bin, s3.Args...)
+		// weed 4.53's `weed server` hangs in its filer's shutdown (a log
+		// buffer waits for the volume server it already stopped): after a
+		// short grace it is killed, as a crash would; every PUT it
+		// answered is on disk by then.
+		p.dir, p.quiet, p.grace = s3.Dir, true, 3*time.Second
+		procs["s3"] = p
+	}
 	if cfg.Dev.GenerateRate == 0 {
 		skip["generate"] = true
 	}
@@ -235,7 +264,16 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 			return err
 		}
 	}
-	for _, name := range devComponents[2:] {
+	if !skip["s3"] {
+		start("s3")
+		err := waitSaying(ctx, say, fmt.Sprintf("the S3 server on %s to take a write (SeaweedFS, data in %s; its log: %s)",
+			s3.Endpoint, s3.Dir, filepath.Join(logDir, "s3.log")), 2*time.Minute, s3.WaitReady)
+		if err != nil {
+			return err
+		}
+		say("s3 ready on %s, lake %s", s3.Endpoint, cfg.Lake.Root)
+	}
+	for _, name := range devComponents[3:] {
 		switch {
 		case skip[name]:
 		case name == "generate":
@@ -254,10 +292,11 @@ func runDev(ctx context.Context, cx *cmdContext) error {
   Temporal UI     http://127.0.0.1:%d
   Kafka           %s   (./bin/reckon topics describe; ./bin/reckon topics tail %s)
   metrics         http://%s/metrics and the next ports (stream, batch: each logs its own url)
-  lake            %s   (./bin/reckon lake ls%s)%s
+  lake            %s   (./bin/reckon lake ls%s)%s%s
   logs, pids      %s, %s
 Ctrl-C stops everything; the next `+"`reckon dev`"+` resumes from %s.`,
-		cfg.Dev.UIPort, kafkaAddr, cfg.Topics.DLQ, cfg.Metrics.Addr, lake, lakeFlagHint(cfg.Lake.Root), devSQLLine(cfg.SQL.Listen, skip["sql"]), logDir, runDir, dir)
+		cfg.Dev.UIPort, kafkaAddr, cfg.Topics.DLQ, cfg.Metrics.Addr, lake, devLakeHint(cfg.Lake.Root, s3),
+		devSQLLine(cfg.SQL.Listen, skip["sql"]), devOFDLine(ofdAddr, skip["ofd"]), logDir, runDir, dir)
 	<-ctx.Done()
 	say("stopping (components in reverse order)...")
 	stopAll()
@@ -271,6 +310,14 @@ func devSQLLine(listen string, skipped bool) string {
 		return ""
 	}
 	return fmt.Sprintf("\n  SQL             grpc://%s   (Arrow Flight SQL; ./bin/reckon sql \"SELECT * FROM windows\")", listen)
+}
+
+// devOFDLine is the OFD simulator's line of the "up" message, or "".
+func devOFDLine(addr string, skipped bool) string {
+	if skipped {
+		return ""
+	}
+	return fmt.Sprintf("\n  OFD operator    http://%s   (simulated; dev.ofd_port)", addr)
 }
 
 // devWaitEvery is how often a start-up wait of `reckon dev` says again
@@ -314,7 +361,11 @@ func devGenerators(cfg *config.Config) []devGenerator {
 	var gens []devGenerator
 	for _, sc := range []string{"sensors", "payments", "fiscal"} {
 		// No --seed: each run draws a fresh event_id nonce.
-		args := []string{"generate", "--scenario", sc, "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0"}
+		// Oversized poison is 1 in 100 poison records, not 1 in 10: each
+		// is ~1 MiB in the topic and the DLQ, and a day of `make dev` must
+		// fit on a laptop (docs/lake.md "rejected").
+		args := []string{"generate", "--scenario", sc, "--rate", strconv.Itoa(cfg.Dev.GenerateRate), "--count", "0",
+			"--oversized-share", devOversizedShare}
 		if sc == "fiscal" {
 			// The simulated operator answers as this generator's fiscal
 			// operator (zreport.ofd_sim_generator_seed/keys), so the seed
@@ -324,11 +375,52 @@ func devGenerators(cfg *config.Config) []devGenerator {
 			args = []string{"generate", "--scenario", sc, "--rate", "1", "--count", "0",
 				"--seed", strconv.FormatInt(cfg.ZReport.OFDSimGeneratorSeed, 10), "--keys", strconv.Itoa(cfg.ZReport.OFDSimGeneratorKeys),
 				"--id-nonce", "random", "--first-key", "now",
-				"--ofd-delay", "2m", "--part-delay", "30s"}
+				"--ofd-delay", "2m", "--part-delay", "30s", "--oversized-share", devOversizedShare}
 		}
 		gens = append(gens, devGenerator{name: "gen-" + sc, args: args})
 	}
 	return gens
+}
+
+// devOversizedShare is the share of the dev generators' poison that is
+// oversized.
+const devOversizedShare = "0.01"
+
+// devS3 prepares dev.s3's server in dir/s3 on dev.s3_port, with the
+// lake's bucket and the identity its configuration signs with (the
+// configuration put the lake there: config.DevS3Root unless lake.root
+// names another s3:// root).
+func devS3(cfg *config.Config, dir string) (*seaweed.Setup, error) {
+	if !cfg.Lake.IsS3() {
+		return nil, fmt.Errorf("%w: dev.s3 puts the lake on S3: lake.root must be s3://bucket[/prefix] "+
+			"(or left at its default), not %s", errUsage, cfg.Lake.Root)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.S3Port))
+	if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("s3 port %s is already in use: is another `reckon dev` running? "+
+			"(stop it, or change dev.s3_port)", addr)
+	}
+	secret, err := cfg.Lake.S3.ResolveSecretAccessKey()
+	if err != nil {
+		return nil, err
+	}
+	bucket, _, _ := strings.Cut(strings.TrimPrefix(cfg.Lake.Root, "s3://"), "/")
+	s3, err := seaweed.Prepare(seaweed.Options{Bin: cfg.Dev.WeedBin, Dir: filepath.Join(dir, "s3"), Port: cfg.Dev.S3Port,
+		Buckets: []string{bucket}, AccessKeyID: cfg.Lake.S3.AccessKeyID, SecretAccessKey: string(secret)})
+	if errors.Is(err, seaweed.ErrNoBinary) {
+		return nil, fmt.Errorf("%w (dev.weed_bin): `make weed` builds the pinned version", err)
+	}
+	return s3, err
+}
+
+// devLakeHint is lakeFlagHint, or on dev.s3's server the flags that point
+// a command at it.
+func devLakeHint(root string, s3 *seaweed.Setup) string {
+	if s3 == nil {
+		return lakeFlagHint(root)
+	}
+	return " --set dev.s3=true, and dev.s3_port if you moved it"
 }
 
 // The defaults of dev.dir and lake.root (deploy/reckon.yaml).

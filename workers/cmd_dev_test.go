@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -125,6 +126,70 @@ func TestDevStartsSQL(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "run", "sql.pid")); err != nil {
 		t.Errorf("sql runs without a pid file: %v", err)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("dev exited %d: %s", c, errb.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev did not stop")
+	}
+}
+
+// TestDevOFDPortIsADevKey: with the default OFD port taken (another dev
+// stack's simulator), `reckon dev` with its own dev.ofd_port starts its
+// simulator there and says so.
+func TestDevOFDPortIsADevKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	t.Setenv(envChild, "1")
+	// The other stack's simulator on the default port: taken here, or
+	// already taken by someone else.
+	if other, err := net.Listen("tcp", "127.0.0.1:8280"); err == nil {
+		defer other.Close()
+	}
+	free := func() int {
+		t.Helper()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	kafkaPort, ofdPort := free(), free()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- Main(ctx, []string{"dev", "--without", "temporal,stream,batch,generate,sql",
+			"--set", "dev.dir=" + dir, "--set", "dev.kafka_port=" + strconv.Itoa(kafkaPort),
+			"--set", "dev.ofd_port=" + strconv.Itoa(ofdPort)}, nil, &out, &errb, nil)
+	}()
+	ofdURL := "http://127.0.0.1:" + strconv.Itoa(ofdPort)
+	ok, last := pollUntil(60*time.Second, func() (bool, string) {
+		if !strings.Contains(out.String(), "reckon dev: up.") {
+			return false, "not up"
+		}
+		resp, err := http.Get(ofdURL + "/healthz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	if !ok {
+		cancel()
+		log, _ := os.ReadFile(filepath.Join(dir, "logs", "ofd.log"))
+		t.Fatalf("no simulator on dev.ofd_port %d (%s):\n%s\n%s\nofd.log:\n%s", ofdPort, last, out.String(), errb.String(), log)
+	}
+	if !strings.Contains(out.String(), "OFD operator    "+ofdURL) {
+		t.Errorf("the up message does not name the simulator at %s:\n%s", ofdURL, out.String())
 	}
 	cancel()
 	select {

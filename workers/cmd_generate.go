@@ -72,6 +72,8 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 	redeliver := fs.Duration("redelivery-delay", 0, "mean delay of a redelivery after the original (default 30s, fiscal 2h)")
 	poison := fs.Float64("poison-fraction", def.PoisonFraction, "share of records the quality gate must reject")
 	poisonKinds := fs.String("poison-kinds", "all", "comma-separated poison kinds: "+kindList())
+	oversized := fs.Float64("oversized-share", 0,
+		"share of poison records that are oversized (~1 MiB each); 0 = one kind among the others")
 	skew := fs.Float64("skew-fraction", def.SkewFraction, "share of records from a clock running ahead (within the gate's max_future_skew)")
 	fdef := generate.Defaults(generate.Fiscal)
 	mismatch := fs.Float64("mismatch-fraction", fdef.MismatchFraction, "fiscal: share of business keys whose DWH or RMS figures differ from OFD")
@@ -104,6 +106,7 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 	pick("duplicate-fraction", &o.DuplicateFraction, *dup)
 	pick("poison-fraction", &o.PoisonFraction, *poison)
 	pick("skew-fraction", &o.SkewFraction, *skew)
+	pick("oversized-share", &o.OversizedShare, *oversized)
 	pick("mismatch-fraction", &o.MismatchFraction, *mismatch)
 	pick("missing-fraction", &o.MissingFraction, *missing)
 	pick("correction-fraction", &o.CorrectionFraction, *correction)

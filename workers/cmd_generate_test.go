@@ -104,6 +104,39 @@ func TestDevGeneratorsNeverRepeat(t *testing.T) {
 	}
 }
 
+// TestDevGeneratorsFewOversized: the generators of `reckon dev` make
+// 1 in 100 poison records oversized (~1 MiB each), so a day-long dev stack
+// fits on disk (docs/lake.md "rejected").
+func TestDevGeneratorsFewOversized(t *testing.T) {
+	cfg, err := config.Load("", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, g := range devGenerators(cfg) {
+		m := filepath.Join(dir, g.name+".json")
+		args := append(slices.Clone(g.args), "--count", "100", "--no-kafka", "--out", filepath.Join(dir, g.name+".jsonl"), "--manifest", m)
+		if code, _, stderr := runReckon(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		var man struct {
+			Options struct {
+				OversizedShare float64 `json:"oversized_share"`
+			} `json:"options"`
+		}
+		b, err := os.ReadFile(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &man); err != nil {
+			t.Fatal(err)
+		}
+		if man.Options.OversizedShare != 0.01 {
+			t.Errorf("%s: oversized share %v, want 0.01 (%s)", g.name, man.Options.OversizedShare, b[:min(len(b), 300)])
+		}
+	}
+}
+
 // TestGenerateSeedRepeats: an explicit --seed repeats a run exactly, event_ids
 // included; --id-nonce random on top of it does not repeat the ids.
 func TestGenerateSeedRepeats(t *testing.T) {

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/lakeconn"
+	"reckon/internal/numfmt"
 	"reckon/lake"
 )
 
@@ -82,7 +84,7 @@ func lakeOptions(c config.Lake, root string) (lake.Options, error) {
 	if root == "" {
 		root = c.Root
 	}
-	opts := lake.Options{Root: root}
+	opts := lake.Options{Root: root, CompactLease: c.Compaction.Lease}
 	if c.Faults.Rate > 0 { // chaos only (docs/adr/0022-lake-fault-injection.md)
 		opts.Faults = lake.UniformFaults(uint64(c.Faults.Seed), c.Faults.Rate)
 		slog.Warn("lake: storage fault injection is on (lake.faults: chaos testing only)", "rate", c.Faults.Rate, "seed", c.Faults.Seed)
@@ -120,6 +122,15 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 	if err != nil {
 		return err
 	}
+	retention := "forever"
+	if r := cx.cfg.Lake.RejectedRetention; r > 0 {
+		retention = lakeDuration(r)
+	}
+	for i := range inv.Tables {
+		if inv.Tables[i].Table == lake.RejectedDir {
+			inv.Tables[i].Retention = retention
+		}
+	}
 	switch *format {
 	case "json":
 		enc := json.NewEncoder(cx.stdout)
@@ -134,9 +145,15 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 	if len(inv.Tables) == 0 {
 		fmt.Fprintln(tw, "(empty)")
 	} else {
-		fmt.Fprintln(tw, "TABLE\tNAME\tPARTITIONS\tFILES\tROWS\tBYTES\tFROM\tTO")
+		fmt.Fprintln(tw, "TABLE\tNAME\tPARTITIONS\tFILES\tROWS\tBYTES\tFROM\tTO\tRETENTION")
 		for _, t := range inv.Tables {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", t.Table, t.Name, t.Partitions, t.Files, t.Rows, lakeBytes(t.Bytes), lakeRFC3339(t.From), lakeRFC3339(t.To))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Table, t.Name, numfmt.Int(int64(t.Partitions)),
+				numfmt.Int(int64(t.Files)), numfmt.Int(t.Rows), lakeBytes(t.Bytes), lakeRFC3339(t.From), lakeRFC3339(t.To),
+				cmp.Or(t.Retention, "forever"))
+		}
+		if cx.cfg.Lake.RejectedRetention > 0 {
+			fmt.Fprintf(tw, "(rejected: the compaction workflow deletes an ingest date %s after its day; "+
+				"lake.rejected_retention)\n", retention)
 		}
 	}
 	if len(inv.Progress) > 0 {
@@ -146,6 +163,14 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// lakeDuration renders d in days when whole days, else as Go does.
+func lakeDuration(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
 }
 
 // runLakeWrite archives a JSONL file through the archiver's writer.
@@ -518,7 +543,8 @@ func printLakeAggs(out io.Writer, format string, aggs []lake.WindowAgg) error {
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tWINDOW_START\tWINDOW_END\tCOUNT\tSUM\tAVG\tMIN\tMAX")
 		for _, a := range aggs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), a.Count, f(a.Sum), f(avg(a)), f(a.Min), f(a.Max))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd),
+				numfmt.Int(a.Count), numfmt.Float(a.Sum), numfmt.Float(avg(a)), numfmt.Float(a.Min), numfmt.Float(a.Max))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

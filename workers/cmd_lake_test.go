@@ -15,8 +15,10 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
 
 	"reckon/internal/config"
+	"reckon/internal/testing/s3test"
 	"reckon/lake"
 )
 
@@ -79,24 +81,41 @@ func TestLakeWriteQueryCompact(t *testing.T) {
 		}
 		srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
 		t.Cleanup(srv.Close)
-		env := []string{"RECKON_LAKE_ROOT=s3://reckon-lake/prod", "RECKON_LAKE_S3_ENDPOINT=" + srv.URL, "RECKON_LAKE_S3_REGION=us-east-1",
-			"RECKON_LAKE_S3_ACCESS_KEY_ID=reckon", "RECKON_LAKE_S3_SECRET_ACCESS_KEY=fake-secret", "RECKON_LAKE_S3_ALLOW_PLAINTEXT_CREDENTIALS=true"}
-		testLakeCommands(t, "", env, func(key string) bool {
+		testLakeCommandsS3(t, srv.URL, "reckon-lake", "prod", "reckon", "fake-secret", func(key string) bool {
 			_, err := backend.HeadObject("reckon-lake", "prod/"+key)
 			return err == nil
 		})
-		if out := mustLakeEnv(t, env, "ls"); !strings.Contains(out, "lake s3://reckon-lake/prod") {
-			t.Errorf("ls header:\n%s", out)
-		}
-		// --lake names another bucket on the configured endpoint; without
-		// the lake.s3 settings an s3:// root is refused.
-		if code, _, errs := lakeMainEnv(t, env, "", "ls", "--lake", "s3://reckon-lake/empty"); code != 0 {
-			t.Errorf("ls of an empty prefix: exit %d: %s", code, errs)
-		}
-		if code, _, errs := lakeMain(t, "", "ls", "--lake", "s3://reckon-lake/prod"); code != 1 || !strings.Contains(errs, "S3.Endpoint or S3.Region") {
-			t.Errorf("s3:// root without lake.s3: exit %d: %s", code, errs)
-		}
 	})
+	// The same on a real S3 server (SeaweedFS; skipped without ./bin/weed
+	// unless RECKON_TEST_REQUIRE_S3 is set).
+	t.Run("s3-weed", func(t *testing.T) {
+		srv, prefix := s3test.Server(t), s3test.Prefix(t)
+		testLakeCommandsS3(t, srv.Endpoint, s3test.Bucket, prefix, srv.AccessKeyID, srv.SecretAccessKey, func(key string) bool {
+			_, err := s3test.Client(t).StatObject(t.Context(), s3test.Bucket, prefix+"/"+key, minio.StatObjectOptions{})
+			return err == nil
+		})
+	})
+}
+
+// testLakeCommandsS3 is testLakeCommands on s3://bucket/prefix at endpoint,
+// configured through RECKON_LAKE_*, and the s3:// forms of --lake.
+func testLakeCommandsS3(t *testing.T, endpoint, bucket, prefix, key, secret string, exists func(key string) bool) {
+	root := "s3://" + bucket + "/" + prefix
+	env := []string{"RECKON_LAKE_ROOT=" + root, "RECKON_LAKE_S3_ENDPOINT=" + endpoint, "RECKON_LAKE_S3_REGION=us-east-1",
+		"RECKON_LAKE_S3_ACCESS_KEY_ID=" + key, "RECKON_LAKE_S3_SECRET_ACCESS_KEY=" + secret,
+		"RECKON_LAKE_S3_ALLOW_PLAINTEXT_CREDENTIALS=true"}
+	testLakeCommands(t, "", env, exists)
+	if out := mustLakeEnv(t, env, "ls"); !strings.Contains(out, "lake "+root) {
+		t.Errorf("ls header:\n%s", out)
+	}
+	// --lake names another prefix on the configured endpoint; without
+	// the lake.s3 settings an s3:// root is refused.
+	if code, _, errs := lakeMainEnv(t, env, "", "ls", "--lake", root+"-empty"); code != 0 {
+		t.Errorf("ls of an empty prefix: exit %d: %s", code, errs)
+	}
+	if code, _, errs := lakeMain(t, "", "ls", "--lake", root); code != 1 || !strings.Contains(errs, "S3.Endpoint or S3.Region") {
+		t.Errorf("s3:// root without lake.s3: exit %d: %s", code, errs)
+	}
 }
 
 // testLakeCommands runs write, query, ls and compact on the lake at root
@@ -178,10 +197,16 @@ func testLakeCommands(t *testing.T, root string, env []string, exists func(key s
 	if len(inv.Tables) != 2 || inv.Tables[0].Rows != 6 || inv.Tables[0].Partitions != 2 || inv.Tables[0].Files != 3 || inv.Tables[1].Rows != 3 {
 		t.Errorf("ls = %+v", inv.Tables)
 	}
+	// The rejected table's retention (lake.rejected_retention, default 7
+	// days) is shown; raw is kept for ever.
+	if len(inv.Tables) == 2 && (inv.Tables[1].Table != lake.RejectedDir || inv.Tables[1].Retention != "7d" || inv.Tables[0].Retention != "") {
+		t.Errorf("ls retention: %+v", inv.Tables)
+	}
 	if len(inv.Progress) != 1 || inv.Progress[0].NextOffset != 10 {
 		t.Errorf("progress = %+v", inv.Progress)
 	}
-	if out := run("ls"); !strings.Contains(out, "raw       m8-suhu-kejadian  2") {
+	if out := run("ls"); !strings.Contains(out, "raw       m8-suhu-kejadian  2") || !strings.Contains(out, "RETENTION") ||
+		!strings.Contains(out, "the compaction workflow deletes an ingest date 7d after its day") {
 		t.Errorf("ls table:\n%s", out)
 	}
 

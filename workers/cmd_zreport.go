@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"reckon/internal/numfmt"
 	"reckon/internal/temporalconn"
 	"reckon/workflows"
 	"reckon/zreport"
@@ -126,7 +127,8 @@ func printView(w io.Writer, v zreport.View) {
 	fmt.Fprintln(tw, "source\treceipts\ttotal\tevent_id\tduplicates\tcorrections")
 	for _, s := range st.Sources {
 		if s.Present {
-			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%s\t%d\t%d\n", s.Source, s.Receipts, s.Total, s.EventID, s.Duplicates, s.Corrections)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", s.Source, numfmt.Int(s.Receipts), numfmt.Fixed(s.Total, 2), s.EventID,
+				s.Duplicates, s.Corrections)
 		} else {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t%d\t%d\n", s.Source, s.Duplicates, s.Corrections)
 		}
@@ -134,7 +136,8 @@ func printView(w io.Writer, v zreport.View) {
 	tw.Flush()
 	if st.Final != nil {
 		for _, d := range st.Final.Differences {
-			fmt.Fprintf(w, "difference:      %s %s %v vs %s %v (delta %v)\n", d.Source, d.Field, d.Value, d.Reference, d.Expected, d.Delta)
+			fmt.Fprintf(w, "difference:      %s %s %s vs %s %s (delta %s)\n", d.Source, d.Field, numfmt.Float(d.Value), d.Reference,
+				numfmt.Float(d.Expected), numfmt.Float(d.Delta))
 		}
 		fmt.Fprintf(w, "finalized at:    %s (%s)\n", st.Final.FinalizedAt.Format(time.RFC3339), st.Final.Reason)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -52,7 +53,13 @@ func TestZReportEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
 	}
-	tc, hostport := testenv.Temporal(t)
+	var tc client.Client
+	var hostport, ui string
+	if *uiCheck != "" { // -ui DIR: with the web UI, checked in headless chromium at the end
+		tc, hostport, ui = temporalWithUI(t)
+	} else {
+		tc, hostport = testenv.Temporal(t)
+	}
 	topics := []string{"zreport-parts", "zreport-complete", "zreport-incomplete", "reckon-dlq"}
 	_, brokers := testenv.Kafka(t, 3, "", topics...)
 
@@ -261,6 +268,25 @@ func TestZReportEndToEnd(t *testing.T) {
 	})
 	if !strings.Contains(listed, "zreport/9960440300000003/9") || strings.Contains(listed, "9960440300000001") {
 		t.Errorf("list --status incomplete:\n%s", listed)
+	}
+	if ui != "" {
+		// The details in the UI name the differing figures and the
+		// missing source, as `reckon zreport show` does.
+		for name, k := range map[string]struct {
+			id   string
+			want []string
+		}{
+			"ui-zreport-mismatched": {"zreport/9960440300000004/12", []string{"mismatched v1", "receipts_count", "total_amount", "-300"}},
+			"ui-zreport-incomplete": {"zreport/9960440300000003/9", []string{"incomplete v1, missing DWH", "DWH: missing"}},
+		} {
+			d, err := tc.DescribeWorkflowExecution(ctx, k.id, "")
+			if err != nil {
+				t.Errorf("describe %s: %v", k.id, err)
+				continue
+			}
+			run := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+			renderUI(t, ctx, *uiCheck, name, ui+"/namespaces/default/workflows/"+url.PathEscape(k.id)+"/"+run+"/user-metadata", k.want...)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"reckon/internal/numfmt"
 	"reckon/lake"
 )
 
@@ -92,7 +93,8 @@ func printLakeWindows(out io.Writer, format string, ws []lake.WindowRow) error {
 		fmt.Fprintln(tw, "KEY\tWINDOW_START\tWINDOW_END\tCOUNT\tSUM\tAVG\tMIN\tMAX\tSTATUS\tVERSION\tBY\tUPDATED_AT\tREASON")
 		for i := range ws {
 			w := &ws[i]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", w.Key, ts(w.WindowStart), ts(w.WindowEnd), w.Count, f(w.Sum), f(avg(w)), f(w.Min), f(w.Max),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", w.Key, ts(w.WindowStart), ts(w.WindowEnd),
+				numfmt.Int(w.Count), numfmt.Float(w.Sum), numfmt.Float(avg(w)), numfmt.Float(w.Min), numfmt.Float(w.Max),
 				w.Status, w.Version, w.ComputedBy, ts(w.UpdatedAt), w.Reason)
 		}
 		if err := tw.Flush(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"reckon/activities"
+	"reckon/internal/testing/s3test"
 )
 
 // envChild makes the test binary run as a `reckon` process (its arguments
@@ -40,7 +41,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(Main(ctx, args, os.Stdin, os.Stdout, os.Stderr, os.Environ()))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	s3test.Stop()
+	os.Exit(code)
 }
 
 func splitArgs(s string) []string {

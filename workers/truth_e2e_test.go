@@ -27,6 +27,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
+	workflowservice "go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
@@ -47,7 +48,7 @@ import (
 var (
 	e2e         = flag.Bool("e2e", false, "run the batch-truth end-to-end test (make e2e)")
 	recordTruth = flag.Bool("record-truth", false, "with -e2e: record workflow histories into ../workflows/testdata for the replay tests")
-	uiCheck     = flag.String("ui", "", "with -e2e: run the Temporal UI and check it with headless chromium, writing screenshots into this directory")
+	uiCheck     = flag.String("ui", "", "with -e2e (TestTruthEndToEnd) or alone (TestZReportEndToEnd): run the Temporal UI and check it with headless chromium, writing screenshots into this directory")
 )
 
 // TestTruthEndToEnd is the batch truth's acceptance test
@@ -280,7 +281,7 @@ func TestTruthEndToEnd(t *testing.T) {
 
 	if st.ui != "" {
 		waitingID, waitingRun := st.waitingRecompute(t, ctx)
-		checkUI(t, ctx, st.ui, *uiCheck, workflows.ReconcileWorkflowID(dates[0]), waitingID, waitingRun)
+		checkUI(t, ctx, tc, st.ui, *uiCheck, workflows.ReconcileWorkflowID(dates[0]), waitingID, waitingRun)
 		lap("ui check")
 	}
 
@@ -917,7 +918,8 @@ func (st *truthStack) waitingRecompute(t *testing.T, ctx context.Context) (strin
 	run, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: st.cfg.Temporal.TaskQueue, StaticSummary: "recompute payments (UI check: waits for the archive)"},
 		workflows.RecomputeWorkflow, workflows.RecomputeParams{
 			Stream: "payments", From: start, To: start.Add(5 * time.Second), Trigger: activities.TriggerManual,
-			Windows: []activities.WindowRef{{Key: "u1", Start: start}}, After: []activities.PartitionOffset{{Partition: 0, Offset: 1 << 40}},
+			Windows:     []activities.WindowRef{{Key: "u1", Start: start}},
+			After:       []activities.PartitionOffset{{Partition: 0, Offset: 1 << 40}, {Partition: 2, Offset: 1 << 41}},
 			HorizonWait: 10 * time.Minute, HorizonPoll: time.Second,
 		})
 	if err != nil {
@@ -940,7 +942,37 @@ func (st *truthStack) waitingRecompute(t *testing.T, ctx context.Context) (strin
 // to dir. The UI renders in the browser after its API calls return: the
 // page's text is read again until every wanted text is on it, within a
 // minute (ui_cdp_test.go).
-func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID, waitingID, waitingRun string) {
+func checkUI(t *testing.T, ctx context.Context, tc client.Client, ui, dir, reconcileID, waitingID, waitingRun string) {
+	t.Helper()
+	render := func(name, page string, want ...string) {
+		t.Helper()
+		renderUI(t, ctx, dir, name, page, want...)
+	}
+	corrected := `WorkflowType="Recompute" AND ReckonStatus="corrected"` // the README's query
+	render("ui-corrections", ui+"/namespaces/default/workflows?query="+url.QueryEscape(corrected), "correct/payments/1", "Recompute")
+	// Why a correction happened: its details say what triggered it and
+	// list each corrected window, before and after.
+	list, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: "default", Query: corrected + ` AND WorkflowId STARTS_WITH "correct/"`})
+	if err != nil || len(list.GetExecutions()) == 0 {
+		t.Errorf("list %s: %v, %d runs", corrected, err, len(list.GetExecutions()))
+	} else {
+		e := list.GetExecutions()[0].GetExecution()
+		render("ui-correction-why", ui+"/namespaces/default/workflows/"+url.PathEscape(e.GetWorkflowId())+"/"+e.GetRunId()+"/user-metadata",
+			"corrected · trigger: correction (too-late events arrived", "corrections", "published", "reason")
+	}
+	render("ui-reconcile", ui+"/namespaces/default/workflows/"+url.PathEscape(reconcileID), "reconcile", "recompute payments for")
+	render("ui-recompute-waits", ui+"/namespaces/default/workflows/"+url.PathEscape(waitingID)+"/"+waitingRun+"/user-metadata", "waiting for the horizon", "archived to", "need 1099511627777",
+		"need 2199023255553")
+	// Its input, durations readable (workflows/durations.go).
+	render("ui-recompute-input", ui+"/namespaces/default/workflows/"+url.PathEscape(waitingID)+"/"+waitingRun+"/history",
+		`"horizon_wait": "10m0s"`, `"horizon_poll": "1s"`)
+}
+
+// renderUI renders page in headless chromium (Debian `chromium`), waits
+// up to a minute until every wanted text is on it (the UI renders after
+// its API calls return; ui_cdp_test.go reads the text again), and writes
+// a screenshot dir/name.png.
+func renderUI(t *testing.T, ctx context.Context, dir, name, page string, want ...string) {
 	t.Helper()
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
@@ -949,42 +981,35 @@ func checkUI(t *testing.T, ctx context.Context, ui, dir, reconcileID, waitingID,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	render := func(name, page string, want ...string) {
-		t.Helper()
-		shot := filepath.Join(dir, name+".png")
-		p, err := openPage(ctx, bin, page, t.TempDir())
-		if err != nil {
-			t.Errorf("chromium %s: %v", page, err)
-			return
-		}
-		defer p.close()
-		var missing []string
-		ok, _ := pollUntil(time.Minute, func() (bool, string) {
-			text, err := p.text()
-			if err != nil {
-				missing = []string{"(" + err.Error() + ")"}
-				return false, ""
-			}
-			missing = missing[:0]
-			for _, w := range want {
-				if !strings.Contains(text, w) {
-					missing = append(missing, w)
-				}
-			}
-			return len(missing) == 0, ""
-		})
-		if err := p.screenshot(shot); err != nil {
-			t.Errorf("chromium screenshot %s: %v", page, err)
-		}
-		if !ok {
-			t.Errorf("UI %s: %q not on the page within a minute (screenshot %s)", page, missing, shot)
-		}
-		t.Logf("UI %s: screenshot %s", page, shot)
+	shot := filepath.Join(dir, name+".png")
+	p, err := openPage(ctx, bin, page, t.TempDir())
+	if err != nil {
+		t.Errorf("chromium %s: %v", page, err)
+		return
 	}
-	q := url.QueryEscape(`WorkflowType="Recompute" AND ReckonStream="payments" AND ReckonStatus="corrected"`)
-	render("ui-corrections", ui+"/namespaces/default/workflows?query="+q, "correct/payments/1", "Recompute")
-	render("ui-reconcile", ui+"/namespaces/default/workflows/"+url.PathEscape(reconcileID), "reconcile", "recompute payments for")
-	render("ui-recompute-waits", ui+"/namespaces/default/workflows/"+url.PathEscape(waitingID)+"/"+waitingRun+"/user-metadata", "waiting for the horizon", "archived to", "need 1099511627777")
+	defer p.close()
+	var missing []string
+	ok, _ := pollUntil(time.Minute, func() (bool, string) {
+		text, err := p.text()
+		if err != nil {
+			missing = []string{"(" + err.Error() + ")"}
+			return false, ""
+		}
+		missing = missing[:0]
+		for _, w := range want {
+			if !strings.Contains(text, w) {
+				missing = append(missing, w)
+			}
+		}
+		return len(missing) == 0, ""
+	})
+	if err := p.screenshot(shot); err != nil {
+		t.Errorf("chromium screenshot %s: %v", page, err)
+	}
+	if !ok {
+		t.Errorf("UI %s: %q not on the page within a minute (screenshot %s)", page, missing, shot)
+	}
+	t.Logf("UI %s: screenshot %s", page, shot)
 }
 
 // applyTopicMap applies the embedded topic map to cfg's broker.

@@ -72,6 +72,7 @@ func TestOperatorWalkthrough(t *testing.T) {
 	sets := []string{
 		"dev.dir=" + dir, "dev.temporal_bin=" + temporalBin, "lake.root=" + filepath.Join(dir, "lake"),
 		"dev.kafka_port=" + freePort(t), "dev.temporal_port=" + freePort(t), "dev.ui_port=" + freePort(t),
+		"dev.ofd_port=" + freePort(t),
 		"metrics.addr=127.0.0.1:" + freePort(t),
 	}
 	cfg, err := config.Load("", nil, sets)

@@ -101,9 +101,14 @@ func zreportPolicy(cfg *config.Config) zreport.Policy {
 
 func bridgeOptions(cfg *config.Config, log *slog.Logger) bridge.Options {
 	z := cfg.ZReport
+	instance := z.BridgeInstance
+	if z.BridgeMembership == "dynamic" {
+		instance = ""
+	}
 	return bridge.Options{
-		Topic: cfg.Topics.ZReportParts, Group: z.BridgeGroup, DLQTopic: cfg.Topics.DLQ, TaskQueue: cfg.Temporal.TaskQueue,
-		Gate: cfg.Gate,
+		Topic: cfg.Topics.ZReportParts, Group: z.BridgeGroup, InstanceID: instance, DLQTopic: cfg.Topics.DLQ,
+		TaskQueue: cfg.Temporal.TaskQueue,
+		Gate:      cfg.Gate,
 		Start: workflows.ZReportInput{
 			Policy:       zreportPolicy(cfg),
 			OFD:          workflows.ZReportOFDOptions{Timeout: z.OFDTimeout, Attempts: z.OFDAttempts, Backoff: z.OFDBackoff},

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/activities"
+	"reckon/internal/numfmt"
 )
 
 // CompactionWorkflow is the registered name of Compaction.
@@ -102,15 +103,20 @@ func DescribeCompaction(st CompactionState) string {
 	} else {
 		fmt.Fprintf(&b, "hours closed through %s", st.ClosedThrough.UTC().Format("2006-01-02 15:04"))
 	}
-	fmt.Fprintf(&b, " (%s)", r.Basis)
+	fmt.Fprintf(&b, " (%s)\n", mdEscapeLine(r.Basis))
 	if r.Waiting != "" {
-		fmt.Fprintf(&b, " · next hour waits for %s", r.Waiting)
+		fmt.Fprintf(&b, "\n- next hour waits for %s", mdEscapeLine(r.Waiting))
 	}
-	fmt.Fprintf(&b, " · last pass: %d hours, %d closed compacted, %d open merges, %d redeliveries dropped · most files: %d per open partition-hour, %d per closed hour",
-		r.Hours, r.ClosedHours, r.OpenMerges, r.Dropped, r.MaxOpenFiles, r.MaxClosedFiles)
-	if len(r.Failed) > 0 {
-		fmt.Fprintf(&b, " · failed (retried next pass): %s", strings.Join(r.Failed, "; "))
+	fmt.Fprintf(&b, "\n- last pass: %s hours, %s closed compacted, %s open merges, %s redeliveries dropped",
+		numfmt.Int(int64(r.Hours)), numfmt.Int(int64(r.ClosedHours)), numfmt.Int(int64(r.OpenMerges)), numfmt.Int(r.Dropped))
+	fmt.Fprintf(&b, "\n- most files: %d per open partition-hour, %d per closed hour", r.MaxOpenFiles, r.MaxClosedFiles)
+	if r.RejectedExpired > 0 {
+		fmt.Fprintf(&b, "\n- %s rejected files past retention deleted", numfmt.Int(int64(r.RejectedExpired)))
 	}
-	fmt.Fprintf(&b, " · since start: %d passes, %d closed hours, %d rows written, %d dropped", st.Passes, st.ClosedHours, st.Rows, st.Dropped)
+	for _, f := range r.Failed {
+		fmt.Fprintf(&b, "\n- failed (retried next pass): %s", mdEscapeLine(f))
+	}
+	fmt.Fprintf(&b, "\n- since start: %s passes, %s closed hours, %s rows written, %s dropped", numfmt.Int(st.Passes),
+		numfmt.Int(st.ClosedHours), numfmt.Int(st.Rows), numfmt.Int(st.Dropped))
 	return b.String()
 }

@@ -142,8 +142,8 @@ func Finalize(ctx workflow.Context, st FinalizeState) error {
 				st.StreamWaited = true
 			}
 			st.Waiting = h.Waiting
-			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** finalized up to %s; waiting for the horizon\n\n%s",
-				st.Stream, fmtTime(st.Cursor), h.Waiting))
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** finalized up to %s; waiting for the horizon\n\n%s\n\n%s",
+				st.Stream, fmtTime(st.Cursor), mdList(h.Waiting), pollNote(st.HorizonPoll)))
 			// A long poll took its time; a quick answer waits out the rest.
 			nextStep = asked.Add(st.HorizonPoll)
 			if workflow.Now(ctx).Sub(asked) >= st.HorizonPoll/2 {

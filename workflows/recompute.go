@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/activities"
+	"reckon/internal/numfmt"
 )
 
 // Batch-truth workflow names (docs/adr/0008-batch-truth.md).
@@ -103,6 +104,10 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic, activities.ErrTypeConfig},
 		},
 	})
+	// A whole day still in progress (a reconciliation or replay of today)
+	// is checked "so far"; any other range waits for its end.
+	wholeDay := len(in.Windows) == 0 && in.From.Equal(in.From.UTC().Truncate(24*time.Hour)) &&
+		in.To.Equal(dayEnd(in.From))
 	if len(in.Windows) == 0 {
 		// Only the part of the range that holds anything needs the horizon.
 		var end time.Time
@@ -123,7 +128,7 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	var passedAt time.Time
 	if workflow.GetVersion(ctx, horizonTargetChangeID, workflow.DefaultVersion, 1) == 1 {
 		var err error
-		if in.To, passedAt, err = awaitHorizon(ctx, &st, in, what); err != nil {
+		if in.To, passedAt, err = awaitHorizon(ctx, &st, in, what, wholeDay); err != nil {
 			return activities.RecomputeResult{}, err
 		}
 		what = describeRange(in)
@@ -167,8 +172,9 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	st.Status = resultStatus(res.Report)
 	st.Result = &res
 	upsert(ctx, SAStatus.ValueSet(st.Status), SACorrected.ValueSet(res.Report.Corrected), SAChecked.ValueSet(res.Report.Windows))
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** %s%s\n\n%s", what, st.Status, openNote(res.Report),
-		reportMarkdown(res.Report)))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** %s%s · trigger: %s\n\n%s%s", what, st.Status,
+		openNote(res.Report), triggerText(in.Trigger), reportMarkdown(res.Report),
+		changesMarkdown(res.Changes, res.Report.Corrected)))
 	return res, nil
 }
 
@@ -189,14 +195,15 @@ func openNote(r activities.TruthReport) string {
 const horizonTargetChangeID = "horizon-fixed-target"
 
 // awaitHorizon waits until the range is final and returns its end: in.To,
-// or for a day in progress the end of the windows final so far. passedAt
+// or for a whole day (wholeDay) still in progress the end of the windows
+// final so far. passedAt
 // is when the stream's progress passed that end, known only when this
 // run waited for it (else zero: it passed before the run looked).
-func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams, what string) (
+func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams, what string, wholeDay bool) (
 	to, passedAt time.Time, err error) {
 	var a *activities.BatchTruth
 	hin := activities.HorizonInput{Stream: in.Stream, To: in.To, After: in.After, WaitUpTo: in.HorizonPoll}
-	if len(in.Windows) == 0 && dayEnd(in.From).After(workflow.Now(ctx)) {
+	if wholeDay && dayEnd(in.From).After(workflow.Now(ctx)) {
 		hin.SoFar, hin.From = true, in.From
 	}
 	check := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -251,8 +258,8 @@ func awaitHorizon(ctx workflow.Context, st *RecomputeStatus, in RecomputeParams,
 			return time.Time{}, time.Time{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("recompute %s: horizon not reached after %v: %s", what, waited, h.Waiting), ErrTypeHorizon, nil)
 		}
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s",
-			what, polls+1, waited.Round(time.Second), in.HorizonWait, h.Waiting))
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s\n\n%s",
+			what, polls+1, waited.Round(time.Second), in.HorizonWait, mdList(h.Waiting), pollNote(in.HorizonPoll)))
 		// A long poll returns after HorizonPoll; a quicker answer (a short
 		// poll, a retried attempt) waits out the rest of it.
 		if rest := in.HorizonPoll - workflow.Now(ctx).Sub(asked); rest > 0 {
@@ -291,8 +298,8 @@ func awaitHorizonV0(ctx, short workflow.Context, st *RecomputeStatus, in Recompu
 			return temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("recompute %s: horizon not reached after %v: %s", what, waited, h.Waiting), ErrTypeHorizon, nil)
 		}
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s",
-			what, polls+1, waited.Round(time.Second), in.HorizonWait, h.Waiting))
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** waiting for the horizon (check %d, %v of at most %v)\n\n%s\n\n%s",
+			what, polls+1, waited.Round(time.Second), in.HorizonWait, mdList(h.Waiting), pollNote(in.HorizonPoll)))
 		if err := workflow.Sleep(ctx, in.HorizonPoll); err != nil {
 			return err
 		}
@@ -325,9 +332,10 @@ func reportMarkdown(r activities.TruthReport) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| windows | stream exact | matched | corrected | missing | events beyond lateness | count err max/mean | sum err max/mean |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|\n")
-	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %g / %.3g | %g / %.3g |",
-		r.Windows, r.StreamExact, r.Matched, r.Corrected, r.Missing, r.EventsBeyondLateness,
-		r.CountErrMax, r.CountErrMean, r.SumErrMax, r.SumErrMean)
+	fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |",
+		numfmt.Int(r.Windows), numfmt.Int(r.StreamExact), numfmt.Int(r.Matched),
+		numfmt.Int(r.Corrected), numfmt.Int(r.Missing), numfmt.Int(r.EventsBeyondLateness),
+		numfmt.Float(r.CountErrMax), num3(r.CountErrMean), numfmt.Float(r.SumErrMax), num3(r.SumErrMean))
 	return b.String()
 }
 

@@ -63,7 +63,8 @@ func Reconcile(ctx workflow.Context, in ReconcileParams) (activities.Report, err
 			return rep, err
 		}
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**reconcile %s**: recomputing %s", date, strings.Join(streams, ", ")))
+	done := make([]string, len(streams)) // each stream's status once its child finished
+	workflow.SetCurrentDetails(ctx, reconcileProgress(date, rep.WorkflowID, streams, done))
 	futs := make([]workflow.ChildWorkflowFuture, len(streams))
 	for i, s := range streams {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
@@ -86,15 +87,11 @@ func Reconcile(ctx workflow.Context, in ReconcileParams) (activities.Report, err
 		sel.AddFuture(f, func(f workflow.Future) {
 			errs[i] = f.Get(ctx, &results[i])
 			running = slices.DeleteFunc(running, func(s string) bool { return s == streams[i] })
-			done := resultStatus(results[i].Report)
+			done[i] = resultStatus(results[i].Report)
 			if errs[i] != nil {
-				done = StatusFailed
+				done[i] = StatusFailed
 			}
-			msg := fmt.Sprintf("**reconcile %s**: %s %s", date, streams[i], done)
-			if len(running) > 0 {
-				msg += "; recomputing " + strings.Join(running, ", ")
-			}
-			workflow.SetCurrentDetails(ctx, msg)
+			workflow.SetCurrentDetails(ctx, reconcileProgress(date, rep.WorkflowID, streams, done))
 		})
 	}
 	for range futs {
@@ -169,6 +166,23 @@ func reconcileDate(ctx workflow.Context, in ReconcileParams) (string, error) {
 		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("reconcile: unknown time zone %q", tz), activities.ErrTypeTruthInput, nil)
 	}
 	return date, nil
+}
+
+// reconcileProgress is a running reconciliation's details: one list item
+// per stream, its status once its child finished, else the child that is
+// recomputing it (whose details say what it waits for).
+func reconcileProgress(date, id string, streams, done []string) string {
+	n := 0
+	var b strings.Builder
+	for i, s := range streams {
+		if done[i] != "" {
+			n++
+			fmt.Fprintf(&b, "\n- %s: %s", s, done[i])
+		} else {
+			fmt.Fprintf(&b, "\n- %s: recomputing — `%s/%s` says what it waits for", s, id, s)
+		}
+	}
+	return fmt.Sprintf("**reconcile %s**: %d of %d streams done\n%s", date, n, len(streams), b.String())
 }
 
 func failedMarkdown(failed []string) string {

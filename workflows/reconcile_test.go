@@ -126,11 +126,14 @@ func TestReconcileDetailsFollowEachChild(t *testing.T) {
 	}
 	var midway string
 	env.RegisterDelayedCallback(func() { midway = details() }, 5*time.Minute)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflows.ReconcileWorkflowID("2026-11-07")})
 	env.ExecuteWorkflow(workflows.ReconcileWorkflow, workflows.ReconcileParams{Date: "2026-11-07", HorizonPoll: time.Minute, HorizonWait: time.Hour})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if want := "**reconcile 2026-11-07**: payments corrected; recomputing suhu"; midway != want {
+	want := "**reconcile 2026-11-07**: 1 of 2 streams done\n\n" +
+		"- suhu: recomputing — `reconcile/2026-11-07/suhu` says what it waits for\n- payments: corrected"
+	if midway != want {
 		t.Errorf("details while suhu waits: %q, want %q", midway, want)
 	}
 	if end := details(); !strings.HasPrefix(end, "**reconcile 2026-11-07** corrected") {

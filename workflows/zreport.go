@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/activities"
+	"reckon/internal/numfmt"
 	"reckon/zreport"
 )
 
@@ -357,13 +358,16 @@ func (e *entity) upsertSearchAttributes() error {
 func (e *entity) describe() {
 	st := e.st
 	var b strings.Builder
-	fmt.Fprintf(&b, "**%s**", st.Summary())
+	// A blank line before the list: the UI's markdown does not let a list
+	// interrupt a paragraph.
+	fmt.Fprintf(&b, "**%s**\n", st.Summary())
 	for i := range st.Sources {
 		s := &st.Sources[i]
 		if s.Present {
-			fmt.Fprintf(&b, "\n- %s: %d receipts, %.2f (dups %d, corrections %d)", s.Source, s.Receipts, s.Total, s.Duplicates, s.Corrections)
+			fmt.Fprintf(&b, "\n- %s: %s receipts, total %s (duplicates %d, corrections %d)", s.Source,
+				numfmt.Int(s.Receipts), numfmt.Fixed(s.Total, 2), s.Duplicates, s.Corrections)
 		} else {
-			fmt.Fprintf(&b, "\n- %s: missing", s.Source)
+			fmt.Fprintf(&b, "\n- %s: **missing**", s.Source)
 		}
 	}
 	d := st.Deadlines()
@@ -376,6 +380,15 @@ func (e *entity) describe() {
 	if !d.RetentionAt.IsZero() {
 		fmt.Fprintf(&b, "\n- retention until %s", d.RetentionAt.Format(time.RFC3339))
 	}
+	if st.Final != nil && len(st.Final.Differences) > 0 {
+		b.WriteString("\n\n| differs | source | value | reference | value | delta |\n|---|---|---|---|---|---|")
+		for _, d := range st.Final.Differences {
+			fmt.Fprintf(&b, "\n| %s | %s | %s | %s | %s | %s |", d.Field, d.Source, numfmt.Float(d.Value), d.Reference,
+				numfmt.Float(d.Expected), numfmt.Float(d.Delta))
+		}
+	}
+	// Last, where the UI's frame may clip a few pixels: where to see more.
+	fmt.Fprintf(&b, "\n\n`reckon zreport show %s %d` prints it with the event ids", st.Key.FiscalDrive, st.Key.Shift)
 	if s := b.String(); s != e.details {
 		e.details = s
 		workflow.SetCurrentDetails(e.ctx, s)

@@ -3,6 +3,7 @@ package zreport
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -283,11 +284,30 @@ func (s *State) View() View {
 	}
 }
 
-// Summary is a one-line description for the Temporal UI and `reckon zreport list`.
+// Summary is a one-line description for the Temporal UI: the status and,
+// when any, the missing sources by name ("waiting for OFD; present DWH,
+// POS"; "incomplete v1, missing OFD").
 func (s *State) Summary() string {
 	st := s.Status()
+	head := fmt.Sprintf("Z-report ФН %s shift %d: ", s.Key.FiscalDrive, s.Key.Shift)
+	missing := joinSources(s.Missing())
 	if st == StatusWaiting {
-		return fmt.Sprintf("Z-report ФН %s shift %d: waiting, present %v, missing %v", s.Key.FiscalDrive, s.Key.Shift, s.Present(), s.Missing())
+		return head + fmt.Sprintf("waiting for %s; present %s", missing, joinSources(s.Present()))
 	}
-	return fmt.Sprintf("Z-report ФН %s shift %d: %s v%d, missing %v", s.Key.FiscalDrive, s.Key.Shift, st, s.Version, s.Missing())
+	if missing == "none" {
+		return head + fmt.Sprintf("%s v%d", st, s.Version)
+	}
+	return head + fmt.Sprintf("%s v%d, missing %s", st, s.Version, missing)
+}
+
+// joinSources lists sources by name, "none" for none.
+func joinSources(srcs []Source) string {
+	if len(srcs) == 0 {
+		return "none"
+	}
+	out := make([]string, len(srcs))
+	for i, x := range srcs {
+		out[i] = string(x)
+	}
+	return strings.Join(out, ", ")
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -211,10 +212,57 @@ type Dev struct {
 	TemporalPort int `yaml:"temporal_port"`
 	// UIPort of the Temporal UI. Default 8233.
 	UIPort int `yaml:"ui_port"`
+	// OFDPort of the simulated fiscal data operator (zreport ofd-sim).
+	// The dev stack points zreport.ofd_url and zreport.ofd_sim_addr at
+	// 127.0.0.1 on it, so two dev stacks on one host differ in their dev
+	// ports only. Default 8280.
+	OFDPort int `yaml:"ofd_port"`
 	// TemporalBin is the pinned temporal CLI. Default "./bin/temporal".
 	TemporalBin string `yaml:"temporal_bin"`
 	// GenerateRate is the generator's events/s in the dev stack; 0 disables it. Default 20.
 	GenerateRate int `yaml:"generate_rate"`
+	// S3 runs a real S3 server (SeaweedFS) and puts the lake on it. The
+	// server (dev.weed_bin) is a component of `reckon dev`, its data in
+	// Dir/s3; lake.root names the bucket and prefix (s3://reckon-lake/lake
+	// when left at its default) and lake.s3 gets the server's endpoint and
+	// identity, for every command given dev.s3. Default false
+	// (docs/adr/0035-real-s3-server.md).
+	S3 bool `yaml:"s3"`
+	// S3Port of that S3 server. Default 8333.
+	S3Port int `yaml:"s3_port"`
+	// WeedBin is the pinned SeaweedFS binary (`make weed`). Default "./bin/weed".
+	WeedBin string `yaml:"weed_bin"`
+}
+
+// The lake on dev.s3's server: the bucket and prefix when lake.root is
+// left at its default, and the one identity the server accepts.
+const (
+	DevS3Root            = "s3://reckon-lake/lake"
+	DevS3AccessKeyID     = "reckon"
+	DevS3SecretAccessKey = "reckon-dev-secret"
+)
+
+// devS3Lake points the lake at dev.s3's server (when dev.s3 is on and
+// lake.s3 names no endpoint), so `reckon dev` and every command beside it
+// given the same dev.s3 use it: lake.root DevS3Root when left at its
+// default, the loopback endpoint on dev.s3_port, the dev identity, and
+// plaintext credentials (loopback only).
+func (c *Config) devS3Lake() {
+	if !c.Dev.S3 || c.Lake.S3.Endpoint != "" {
+		return
+	}
+	if c.Lake.Root == "./.reckon/lake" {
+		c.Lake.Root = DevS3Root
+	}
+	if !c.Lake.IsS3() {
+		return // Validate says lake.root must be s3://
+	}
+	c.Lake.S3.Endpoint = "http://127.0.0.1:" + strconv.Itoa(c.Dev.S3Port)
+	c.Lake.S3.Region = "us-east-1"
+	if c.Lake.S3.AccessKeyID == "" && c.Lake.S3.SecretAccessKey == "" && c.Lake.S3.SecretAccessKeyFile == "" {
+		c.Lake.S3.AccessKeyID, c.Lake.S3.SecretAccessKey = DevS3AccessKeyID, DevS3SecretAccessKey
+	}
+	c.Lake.S3.AllowPlaintextCredentials = true
 }
 
 // Metrics is the Prometheus endpoint of each process.
@@ -269,6 +317,18 @@ type ZReport struct {
 	// (terminated, failed, timed out) and sends their parts again
 	// (docs/adr/0037-zreport-parts-recoverable.md). Default 1m.
 	BridgeRedriveInterval time.Duration `yaml:"bridge_redrive_interval"`
+	// BridgeInstance names this batch worker in the bridge's group.
+	// Unique per batch worker, stable across its restarts
+	// (docs/adr/0016-static-group-membership.md). Default: the host name,
+	// as stream_worker.instance.
+	BridgeInstance string `yaml:"bridge_instance"`
+	// BridgeMembership is how the bridge joins its group: static or
+	// dynamic. Static: a
+	// member named BridgeInstance (KIP-345); a restart after a crash takes
+	// its partitions back at once. Dynamic: every start is a new member; a
+	// restart after kill -9 waits out the old member's 45 s session.
+	// Default "static".
+	BridgeMembership string `yaml:"bridge_membership"`
 	// OFDSimAddr overrides the listen address of `reckon zreport ofd-sim`;
 	// empty means the host:port of OFDURL.
 	OFDSimAddr string `yaml:"ofd_sim_addr"`
@@ -399,10 +459,7 @@ func (c *Config) fillDefaults() {
 	defInt(&c.Stream.DedupMaxEntries, 1_000_000)
 	defInt(&c.Stream.MaxAttempts, 3)
 	if c.Stream.Instance == "" {
-		c.Stream.Instance, _ = os.Hostname()
-		if c.Stream.Instance == "" {
-			c.Stream.Instance = "0"
-		}
+		c.Stream.Instance = hostInstance()
 	}
 	defDur(&c.Stream.CommitInterval, 100*time.Millisecond)
 	defDur(&c.Stream.TickInterval, 250*time.Millisecond)
@@ -419,7 +476,11 @@ func (c *Config) fillDefaults() {
 	defInt(&c.Dev.KafkaPort, 9092)
 	defInt(&c.Dev.TemporalPort, 7233)
 	defInt(&c.Dev.UIPort, 8233)
+	defInt(&c.Dev.OFDPort, 8280)
 	def(&c.Dev.TemporalBin, "./bin/temporal")
+	defInt(&c.Dev.S3Port, 8333)
+	def(&c.Dev.WeedBin, "./bin/weed")
+	c.devS3Lake()
 	defDur(&c.ZReport.OFDRequestAfter, 144*time.Hour)
 	defDur(&c.ZReport.Retention, 720*time.Hour)
 	def(&c.ZReport.OFDURL, "http://127.0.0.1:8280")
@@ -433,14 +494,28 @@ func (c *Config) fillDefaults() {
 	defInt(&c.ZReport.BridgeConcurrency, 16)
 	defDur(&c.ZReport.BridgeLinger, 250*time.Millisecond)
 	defDur(&c.ZReport.BridgeRedriveInterval, time.Minute)
+	if c.ZReport.BridgeInstance == "" {
+		c.ZReport.BridgeInstance = hostInstance()
+	}
+	def(&c.ZReport.BridgeMembership, "static")
 	if c.ZReport.OFDSimGeneratorSeed == 0 {
 		c.ZReport.OFDSimGeneratorSeed = 1
 	}
 	defInt(&c.ZReport.OFDSimGeneratorKeys, 20)
 	c.Batch.fillDefaults()
 	c.Lake.Compaction.fillDefaults()
+	defDur(&c.Lake.RejectedRetention, 168*time.Hour)
 	c.SQL.fillDefaults()
 	def(&c.SQL.CacheDir, filepath.Join(c.Dev.Dir, "sql-cache"))
+}
+
+// hostInstance is the default name of a group member: the host name, or
+// "0" when it has none.
+func hostInstance() string {
+	if h, _ := os.Hostname(); h != "" {
+		return h
+	}
+	return "0"
 }
 
 // Validate reports every problem at once, joined.
@@ -462,6 +537,10 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, validateSecurity(c)...)
 	errs = append(errs, validateLake(c.Lake)...)
+	if c.Dev.S3 && !c.Lake.IsS3() {
+		bad("dev.s3: the lake goes on the dev S3 server: lake.root must be s3://bucket[/prefix] "+
+			"or left at its default, not %q", c.Lake.Root)
+	}
 	c.Lake.Compaction.validate(bad)
 	names := map[string]bool{}
 	for i, s := range c.Streams {
@@ -525,6 +604,9 @@ func (c *Config) Validate() error {
 	if m := c.Stream.Membership; m != "static" && m != "dynamic" {
 		bad("stream_worker.membership: %q must be static or dynamic", m)
 	}
+	if m := c.ZReport.BridgeMembership; m != "static" && m != "dynamic" {
+		bad("zreport.bridge_membership: %q must be static or dynamic", m)
+	}
 	if c.Stream.MaxAttempts < 1 {
 		bad("stream_worker.max_attempts: must be at least 1")
 	}
@@ -546,7 +628,10 @@ func (c *Config) Validate() error {
 	for _, p := range []struct {
 		name string
 		v    int
-	}{{"dev.kafka_port", c.Dev.KafkaPort}, {"dev.temporal_port", c.Dev.TemporalPort}, {"dev.ui_port", c.Dev.UIPort}} {
+	}{
+		{"dev.kafka_port", c.Dev.KafkaPort}, {"dev.temporal_port", c.Dev.TemporalPort}, {"dev.ui_port", c.Dev.UIPort},
+		{"dev.ofd_port", c.Dev.OFDPort}, {"dev.s3_port", c.Dev.S3Port},
+	} {
 		if p.v < 1 || p.v > 65535 {
 			bad("%s: %d is not a port", p.name, p.v)
 		}

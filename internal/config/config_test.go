@@ -81,3 +81,30 @@ gate: {max_future_skew: 10m}
 		t.Errorf("a 10m skew is reported:\n%v", err)
 	}
 }
+
+// TestDevS3PointsTheLakeAtTheDevServer: dev.s3 puts a default lake on the
+// dev S3 server (every command given dev.s3 finds it), keeps an s3://
+// root of its own with the server's endpoint, leaves a lake.s3 endpoint
+// alone, and refuses a directory root.
+func TestDevS3PointsTheLakeAtTheDevServer(t *testing.T) {
+	c, err := Load("", nil, []string{"dev.s3=true", "dev.s3_port=18444"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Lake.S3
+	if c.Lake.Root != DevS3Root || s.Endpoint != "http://127.0.0.1:18444" || s.AccessKeyID != DevS3AccessKeyID ||
+		s.SecretAccessKey != DevS3SecretAccessKey || !s.AllowPlaintextCredentials {
+		t.Errorf("dev.s3 with the default lake: root %s, s3 %+v", c.Lake.Root, s)
+	}
+	if c, err = Load("", nil, []string{"dev.s3=true", "lake.root=s3://mine/lake"}); err != nil || c.Lake.Root != "s3://mine/lake" ||
+		c.Lake.S3.Endpoint != "http://127.0.0.1:8333" {
+		t.Errorf("dev.s3 with an s3:// root: %v, root %s, endpoint %s", err, c.Lake.Root, c.Lake.S3.Endpoint)
+	}
+	c, err = Load("", nil, []string{"dev.s3=true", "lake.root=s3://mine/lake", "lake.s3.endpoint=https://s3.example.com"})
+	if err != nil || c.Lake.S3.Endpoint != "https://s3.example.com" || c.Lake.S3.AccessKeyID != "" {
+		t.Errorf("dev.s3 with an endpoint of its own: %v, s3 %+v", err, c.Lake.S3)
+	}
+	if _, err := Load("", nil, []string{"dev.s3=true", "lake.root=/tmp/lake"}); err == nil || !strings.Contains(err.Error(), "dev.s3:") {
+		t.Errorf("dev.s3 with a directory root: %v", err)
+	}
+}

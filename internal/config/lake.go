@@ -21,6 +21,11 @@ type Lake struct {
 	// Compaction tunes the continuous compaction of the raw table
 	// (docs/adr/0018-continuous-compaction.md).
 	Compaction LakeCompaction `yaml:"compaction"`
+	// RejectedRetention is how long the rejected table keeps an ingest date.
+	// The compaction workflow deletes a date's files once the day ended
+	// this long ago and its newest file is as old; negative keeps them
+	// forever. Default 168h (7 days).
+	RejectedRetention time.Duration `yaml:"rejected_retention"`
 	// Faults injects storage faults into every lake access of the
 	// process: for `make chaos` and tests only, never in production
 	// (docs/adr/0022-lake-fault-injection.md). Default off.
@@ -51,6 +56,10 @@ type LakeCompaction struct {
 	// closed hour (late events) may wait before the hour is compacted
 	// again, unless they reach half of max_open_files. Default 10m.
 	LateDelay time.Duration `yaml:"late_delay"`
+	// Lease is how long one compaction of an hour may hold its lock.
+	// It works under a deadline of three quarters of it, and a lock older
+	// than the lease is a killed compaction's, taken over. Default 10m.
+	Lease time.Duration `yaml:"lease"`
 }
 
 func (c *LakeCompaction) fillDefaults() {
@@ -63,7 +72,8 @@ func (c *LakeCompaction) fillDefaults() {
 	for _, d := range []struct {
 		d *time.Duration
 		v time.Duration
-	}{{&c.Margin, 5 * time.Minute}, {&c.Poll, 30 * time.Second}, {&c.Lookback, 7 * 24 * time.Hour}, {&c.LateDelay, 10 * time.Minute}} {
+	}{{&c.Margin, 5 * time.Minute}, {&c.Poll, 30 * time.Second}, {&c.Lookback, 7 * 24 * time.Hour}, {&c.LateDelay, 10 * time.Minute},
+		{&c.Lease, 10 * time.Minute}} {
 		if *d.d == 0 {
 			*d.d = d.v
 		}
@@ -80,7 +90,7 @@ func (c LakeCompaction) validate(bad func(format string, a ...any)) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"margin", c.Margin}, {"poll", c.Poll}, {"lookback", c.Lookback}, {"late_delay", c.LateDelay}} {
+	}{{"margin", c.Margin}, {"poll", c.Poll}, {"lookback", c.Lookback}, {"late_delay", c.LateDelay}, {"lease", c.Lease}} {
 		if d.v < 0 {
 			bad("lake.compaction.%s: must not be negative", d.name)
 		}

@@ -87,10 +87,23 @@ type DeadLetterRecord struct {
 	Headers []Header
 }
 
+// MaxKeptPrefix is how much of an over-long key, and in the lake's
+// rejected table of an over-long value, a refused record keeps: its first
+// 64 KiB, described by a Truncated note (the original stays in its topic).
+const MaxKeptPrefix = 64 << 10
+
+// Truncated is the note of a cut: what was cut (key, value), its size and
+// how much was kept, e.g. "value: 1049000 bytes, first 65536 kept". Dead
+// letters carry it as HeaderTruncated, the lake's rejected table as its
+// truncated column.
+func Truncated(what string, n, kept int) string {
+	return what + ": " + strconv.Itoa(n) + " bytes, first " + strconv.Itoa(kept) + " kept"
+}
+
 // Dead-letter size bounds (see DeadLetter.Record).
 const (
 	// MaxDeadLetterKey bounds the source key a dead letter keeps.
-	MaxDeadLetterKey = 64 << 10
+	MaxDeadLetterKey = MaxKeptPrefix
 	// DeadLetterOverhead is the room a dead letter leaves below the
 	// topic's record limit: half for headers (headers beyond it take their
 	// excess from the value), half for record and batch framing and the
@@ -139,7 +152,7 @@ func (d DeadLetter) Record(src SourceRecord, maxBytes int) DeadLetterRecord {
 }
 
 func cutHeader(what string, n, kept int) Header {
-	return Header{HeaderTruncated, []byte(what + ": " + strconv.Itoa(n) + " bytes, first " + strconv.Itoa(kept) + " kept")}
+	return Header{HeaderTruncated, []byte(Truncated(what, n, kept))}
 }
 
 // headerBytes is the size of hs in a record: each header's key and value

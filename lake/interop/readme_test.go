@@ -16,6 +16,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"reckon/activities"
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/lake"
@@ -205,25 +206,21 @@ func curatedLake(t *testing.T) *lake.Lake {
 		t.Fatal(err)
 	}
 
-	// Z-report versions: the columns the README's query reads, as
-	// activities/zreport_lake.go writes them.
-	type zrow struct {
-		FiscalDrive string `parquet:"fiscal_drive"`
-		Shift       int64  `parquet:"shift"`
-		Version     int64  `parquet:"version"`
-		Status      string `parquet:"status,dict"`
-		FinalizedAt int64  `parquet:"finalized_at,timestamp(microsecond)"`
-		Reason      string `parquet:"reason"`
-	}
-	for _, z := range []zrow{
-		{"9999078900001234", 1, 1, "mismatched", start.Add(time.Hour).UnixMicro(), "ofd total differs"},
-		{"9999078900001234", 1, 2, "matched", start.Add(2 * time.Hour).UnixMicro(), "late dwh part"},
-		{"9999078900001234", 2, 1, "matched", start.Add(3 * time.Hour).UnixMicro(), ""},
+	// Z-report versions in the schema activities/zreport_lake.go writes.
+	total := func(v float64) *float64 { return &v }
+	count := func(v int64) *int64 { return &v }
+	for _, z := range []activities.ZReportRow{
+		{FiscalDrive: "9999078900001234", Shift: 1, Version: 1, Status: "mismatched", FinalizedAt: start.Add(time.Hour).UnixMicro(),
+			Reason: "ofd total differs", OFDTotal: total(100), OFDReceipts: count(3), Missing: "DWH,RMS"},
+		{FiscalDrive: "9999078900001234", Shift: 1, Version: 2, Status: "matched", FinalizedAt: start.Add(2 * time.Hour).UnixMicro(),
+			Reason: "late dwh part"},
+		{FiscalDrive: "9999078900001234", Shift: 2, Version: 1, Status: "matched", FinalizedAt: start.Add(3 * time.Hour).UnixMicro()},
 	} {
+		z.ShiftClosedAt, z.DifferencesJSON, z.SchemaVersion = start.UnixMicro(), "[]", 1
 		key := fmt.Sprintf("zreports/close_date=2026-11-07/%s-%d-v%d.parquet", z.FiscalDrive, z.Shift, z.Version)
 		if _, err := l.WriteFile(t.Context(), key, func(w io.Writer) error {
-			pw := parquet.NewGenericWriter[zrow](w)
-			if _, err := pw.Write([]zrow{z}); err != nil {
+			pw := parquet.NewGenericWriter[activities.ZReportRow](w)
+			if _, err := pw.Write([]activities.ZReportRow{z}); err != nil {
 				return err
 			}
 			return pw.Close()

@@ -215,20 +215,26 @@ type Operator struct {
 	// Durations in nanoseconds; lateness and ttl may be math.MaxInt64.
 	size, roll, ooo, lateness, idle, emit int64
 
-	// Event-time clock. hasWM is false until the first record; after it,
-	// wm = max(wm, maxET − ooo) after every record and the idle rule in Tick.
-	// maxET is the maximum over records of min(event time, arrival): an
-	// event dated ahead of its record timestamp moves the watermark only
-	// as far as the record timestamp (docs/adr/0015-stream-progress.md), so
-	// the watermark never runs ahead of the clock that stamped the records.
-	hasWM bool
-	wm    int64
-	maxET int64
+	// Event-time clock. hasWM is false until the first record or the idle
+	// rule's first advance; after it, wm = max(wm, maxET − ooo) after every
+	// record and the idle rule in Tick. maxET (valid iff hasMaxET) is the
+	// maximum over records of min(event time, arrival): an event dated
+	// ahead of its record timestamp moves the watermark only as far as the
+	// record timestamp (docs/adr/0015-stream-progress.md), so the
+	// watermark never runs ahead of the clock that stamped the records.
+	hasWM    bool
+	wm       int64
+	hasMaxET bool
+	maxET    int64
 	// Processing-time clock: the maximum arrival / Tick instant seen.
 	hasProc bool
 	proc    int64
 	// lastRecord is the processing clock after the last record and
-	// wmAtRecord the watermark right after it: the idle rule's anchor.
+	// wmAtRecord the watermark right after it: the idle rule's anchor,
+	// valid iff hasAnchor. Before the first record StartIdle may set it
+	// as if a record had arrived then, dated then
+	// (docs/adr/0033-progress-every-partition-and-broker-outages.md).
+	hasAnchor  bool
 	lastRecord int64
 	wmAtRecord int64
 	// nextEmit is when Tick next emits early panes; valid iff hasNextEmit.
@@ -338,10 +344,10 @@ func (o *Operator) Process(r Record, out *Out) (Verdict, error) {
 		return Duplicate, nil
 	}
 	v := o.apply(&r, et, start, end, ref, out)
-	if p := min(et, r.Arrival.UnixNano()); !o.hasWM || p > o.maxET {
-		o.maxET = p
+	if p := min(et, r.Arrival.UnixNano()); !o.hasMaxET || p > o.maxET {
+		o.maxET, o.hasMaxET = p, true
 	}
-	o.lastRecord = o.proc
+	o.lastRecord, o.hasAnchor = o.proc, true
 	o.advance(subSat(o.maxET, o.ooo), out)
 	o.wmAtRecord = o.wm
 	return v, nil
@@ -443,16 +449,18 @@ func (o *Operator) horizon() (int64, bool) {
 // Tick does processing-time work at now (monotonic: an earlier now is
 // treated as the current processing clock):
 //
-//   - Idle advance: if a watermark exists, IdleTimeout > 0 and at least
-//     IdleTimeout has passed since the last record (by the processing
-//     clock), the watermark becomes
+//   - Idle advance: if IdleTimeout > 0 and at least IdleTimeout has
+//     passed since the last record (by the processing clock), the
+//     watermark becomes
 //     max(wm, wm_last + (now − last_arrival − IdleTimeout)),
 //     where wm_last is the watermark right after the last record and
 //     last_arrival the processing clock then: after the timeout the
 //     watermark moves at the speed of processing time from where it stood,
 //     never backwards, and a record resumes the normal rule
 //     (wm = max(wm, max_et − out_of_orderness)). The rule is relative, so
-//     a replay of old data is not made late by the wall clock.
+//     a replay of old data is not made late by the wall clock. Before the
+//     first record there is no watermark, unless StartIdle stood in for
+//     that record.
 //   - Early panes: with EmitInterval > 0, the first Tick arms a timer; each
 //     Tick at or after it emits an early pane for every dirty open window
 //     (EmitEarly) and re-arms it EmitInterval later.
@@ -463,7 +471,7 @@ func (o *Operator) Tick(now time.Time, out *Out) {
 		return
 	}
 	o.observe(now.UnixNano())
-	if o.idle > 0 && o.hasWM && o.proc-o.lastRecord >= o.idle {
+	if o.idle > 0 && o.hasAnchor && o.proc-o.lastRecord >= o.idle {
 		o.advance(addSat(o.wmAtRecord, o.proc-o.lastRecord-o.idle), out)
 	}
 	if o.emit > 0 {
@@ -476,7 +484,27 @@ func (o *Operator) Tick(now time.Time, out *Out) {
 	}
 }
 
-// Watermark returns the partition watermark; false before the first record.
+// StartIdle starts the idle rule of an operator that has seen no record,
+// at processing time now: as if a record had arrived then, dated then, so
+// that once IdleTimeout has passed Tick advances the watermark with
+// processing time — now − OutOfOrderness + (tick − now − IdleTimeout).
+// The shell calls it before Tick for a partition that holds no record at
+// all (only transaction markers): like an empty partition it holds no
+// window, and its windows become final; a record that comes later is
+// judged against that watermark. A partition with records of other event
+// types only does not call it and keeps no watermark
+// (docs/adr/0015-stream-progress.md). A no-op after a record or a first
+// StartIdle (docs/adr/0033-progress-every-partition-and-broker-outages.md).
+func (o *Operator) StartIdle(now time.Time) {
+	if o.hasAnchor || !inRange(now) {
+		return
+	}
+	o.observe(now.UnixNano())
+	o.hasAnchor, o.lastRecord, o.wmAtRecord = true, o.proc, subSat(o.proc, o.ooo)
+}
+
+// Watermark returns the partition watermark; false before the first record
+// or idle advance.
 func (o *Operator) Watermark() (time.Time, bool) {
 	if !o.hasWM {
 		return time.Time{}, false
@@ -487,8 +515,8 @@ func (o *Operator) Watermark() (time.Time, bool) {
 // Progress is the operator's position in event and processing time, as
 // the stream publishes it (event.StreamProgress). Zero times are unknown.
 type Progress struct {
-	Watermark      time.Time // zero before the first record
-	MaxEventTime   time.Time // max over records of min(event time, arrival)
+	Watermark      time.Time // zero before the first record or idle advance
+	MaxEventTime   time.Time // max over records of min(event time, arrival); zero before a record
 	ProcessingTime time.Time
 	// PurgedThrough is Watermark − AllowedLateness: every window ending at
 	// or before it has been purged (zero without a watermark, or with
@@ -505,7 +533,10 @@ func (o *Operator) Progress() Progress {
 	if !o.hasWM {
 		return p
 	}
-	p.Watermark, p.MaxEventTime = ts(o.wm), ts(o.maxET)
+	p.Watermark = ts(o.wm)
+	if o.hasMaxET {
+		p.MaxEventTime = ts(o.maxET)
+	}
 	if o.lateness != int64(Forever) {
 		p.PurgedThrough = ts(subSat(o.wm, o.lateness))
 	}

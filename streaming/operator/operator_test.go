@@ -210,6 +210,68 @@ func TestIdleAdvance(t *testing.T) {
 	}
 }
 
+// A partition that holds no record at all (only transaction markers) gets
+// a watermark from the idle rule: StartIdle stands for a record then,
+// dated then, and the windows before it become final; a record that comes
+// later is judged against it. Without StartIdle (a partition with other
+// event types only) ticks give no watermark.
+func TestIdleAdvanceWithoutRecords(t *testing.T) {
+	opts := Options{Window: time.Minute, OutOfOrderness: 5 * time.Second, AllowedLateness: 10 * time.Second,
+		IdleTimeout: 30 * time.Second}
+	var out Out
+	other := mustNew(t, opts)
+	for _, at := range []int{100, 200, 1000} {
+		other.Tick(sec(at), &out)
+	}
+	if wm, ok := other.Watermark(); ok {
+		t.Fatalf("ticks alone gave a watermark: %v", wm)
+	}
+	o := mustNew(t, opts)
+	o.StartIdle(sec(100)) // as if a record of 00:01:40 arrived at 00:01:40
+	o.Tick(sec(100), &out)
+	o.StartIdle(sec(120)) // no-op: started
+	o.Tick(sec(129), &out)
+	if wm, ok := o.Watermark(); ok {
+		t.Fatalf("a watermark before the idle timeout: %v", wm)
+	}
+	if p := o.Progress(); !p.Watermark.IsZero() || !p.PurgedThrough.IsZero() ||
+		!p.ProcessingTime.Equal(sec(129)) {
+		t.Fatalf("progress before the idle timeout: %+v", p)
+	}
+	// A snapshot keeps the anchor: the restored operator advances alike.
+	r := mustNew(t, opts)
+	if err := r.Restore(o.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []*Operator{o, r} {
+		op.Tick(sec(140), &out) // 10 s past the timeout: wm = 00:01:35 + 10 s
+		p := op.Progress()
+		if !p.Watermark.Equal(sec(105)) || !p.PurgedThrough.Equal(sec(95)) || !p.MaxEventTime.IsZero() {
+			t.Fatalf("progress after the idle timeout: %+v", p)
+		}
+	}
+	if len(out.Panes) != 0 {
+		t.Fatalf("panes without records: %+v", out.Panes)
+	}
+	r2 := mustNew(t, opts)
+	if err := r2.Restore(o.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if p := r2.Progress(); !p.Watermark.Equal(sec(105)) || !p.MaxEventTime.IsZero() {
+		t.Fatalf("restored progress %+v", p)
+	}
+	// A window purged by the idle watermark takes no record; a later one does.
+	if v := process(t, o, rec(1, "a", sec(30), sec(141), 1), &out); v != Late {
+		t.Errorf("a record of a purged window: verdict %v, want late", v)
+	}
+	if v := process(t, o, rec(2, "a", sec(130), sec(141), 1), &out); v&InWindow == 0 {
+		t.Errorf("a record of an open window: verdict %v", v)
+	}
+	if p := o.Progress(); !p.MaxEventTime.Equal(sec(130)) || !p.Watermark.Equal(sec(125)) {
+		t.Errorf("progress after the first record: %+v", p)
+	}
+}
+
 func TestTickEarlyPanes(t *testing.T) {
 	o := mustNew(t, Options{Window: time.Hour, EmitInterval: 10 * time.Second})
 	var out Out

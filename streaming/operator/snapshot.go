@@ -24,12 +24,16 @@ var ErrSnapshot = errors.New("operator: bad snapshot")
 //
 //	"RKOP" version=1
 //	options: window rolling ooo lateness idle emit ttl max   (varints)
-//	flags(hasWM hasProc hasNextEmit) wm maxET proc lastRecord wmAtRecord nextEmit
+//	flags(hasWM hasProc hasNextEmit hasAnchor noMaxET) wm maxET proc lastRecord wmAtRecord nextEmit
 //	counters (11 uvarints)
 //	buckets: n { start fired nwins { key version dirty count sum min max } }
 //	rolling: n { key npts et0 (Δet)… value… }
 //	dedup:   n { id[16] } at0 (Δat)…
 //	crc32-IEEE of everything before, little endian
+//
+// hasAnchor and noMaxET were added within version 1: a snapshot written
+// before them has neither bit, and there the anchor and maxET are valid
+// iff hasWM, as the decoder assumes.
 const (
 	snapMagic   = "RKOP"
 	snapVersion = 1
@@ -55,6 +59,12 @@ func (o *Operator) Snapshot() []byte {
 	}
 	if o.hasNextEmit {
 		flags |= 4
+	}
+	if o.hasAnchor {
+		flags |= 8
+	}
+	if o.hasWM && !o.hasMaxET {
+		flags |= 16
 	}
 	b = append(b, flags)
 	for _, t := range []int64{o.wm, o.maxET, o.proc, o.lastRecord, o.wmAtRecord, o.nextEmit} {
@@ -177,6 +187,10 @@ func decodeSnapshot(opts Options, snap []byte) (*Operator, error) {
 	}
 	flags := r.byte()
 	o.hasWM, o.hasProc, o.hasNextEmit = flags&1 != 0, flags&2 != 0, flags&4 != 0
+	o.hasAnchor, o.hasMaxET = flags&8 != 0 || o.hasWM, o.hasWM && flags&16 == 0
+	if r.err == nil && (flags&^31 != 0 || (flags&16 != 0 && !o.hasWM)) {
+		return nil, bad("flags %#x", flags)
+	}
 	for _, t := range []*int64{&o.wm, &o.maxET, &o.proc, &o.lastRecord, &o.wmAtRecord, &o.nextEmit} {
 		*t = r.varint()
 	}

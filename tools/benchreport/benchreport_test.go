@@ -23,8 +23,9 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden.md")
 // -v, a timeout panic, a skip, and a result line split by the
 // benchmark's own output. trial.txt also holds, as two steps of their own
 // (marker times fitted into the run's), the real output of
-// BenchmarkLakeQueryProcess (RECKON_BENCH_ROWS=100000) and
-// BenchmarkCompactPace (speed 10) from later runs.
+// BenchmarkLakeQueryProcess (RECKON_BENCH_ROWS=100000),
+// BenchmarkCompactPace (speed 10) and BenchmarkTimeToFinal (the full
+// `make bench` of 2026-12-04) from later runs.
 
 func parseFile(t *testing.T, name string) *Run {
 	t.Helper()

@@ -13,7 +13,10 @@
 // and a final line `chaos: N passed, M failed`; it exits non-zero on any
 // failure. With -lake-faults R (make chaos CHAOS_ARGS='-lake-faults 0.05')
 // the stack's lake storage also fails, stalls or loses the answer of a
-// fraction R of its calls (docs/adr/0022-lake-fault-injection.md).
+// fraction R of its calls (docs/adr/0022-lake-fault-injection.md). With
+// -s3 (make chaos-s3) the lake is a bucket on a real S3 server, SeaweedFS
+// under `reckon dev` (dev.s3), which is SIGKILLed once as well
+// (docs/adr/0035-real-s3-server.md).
 //
 // Run from the module root: go run ./tools/chaos -bin bin/reckon -temporal bin/temporal
 //
@@ -47,7 +50,6 @@ import (
 
 	"reckon/streaming"
 	"reckon/tools/internal/devstack"
-	"reckon/verify/generate"
 )
 
 type kill struct {
@@ -69,6 +71,8 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the temporary directory")
 	bgRate := flag.Float64("background-rate", 5,
 		"rate of the clean background traffic that flows from the last kill to the end of the reconciliation, events per second")
+	s3 := flag.Bool("s3", false, "put the stack's lake on a real S3 server (SeaweedFS, `reckon dev` with dev.s3; docs/adr/0035-real-s3-server.md) and SIGKILL that server once too")
+	weedBin := flag.String("weed", "bin/weed", "SeaweedFS weed binary, for -s3 (make weed)")
 	lakeFaults := flag.Float64("lake-faults", 0, "fraction of the dev stack's lake storage calls that fail on purpose (lake.faults.rate, docs/adr/0022-lake-fault-injection.md); 0: none. The reconcile and verify commands read the lake without faults")
 	flag.Parse()
 	if *lakeFaults < 0 || *lakeFaults > 1 {
@@ -86,16 +90,25 @@ func main() {
 		fmt.Fprintf(os.Stderr, "chaos: -background-rate %v: the reconciliation must run under traffic\n", *bgRate)
 		os.Exit(2)
 	}
-	code := run(ctx, *bin, *temporalBin, *base, *count, *rate, *bgRate, *seed, *lakeFaults, *keep)
+	weed := ""
+	if *s3 {
+		weed = *weedBin
+	}
+	code := run(ctx, *bin, *temporalBin, weed, *base, *count, *rate, *bgRate, *seed, *lakeFaults, *keep)
 	os.Exit(code)
 }
 
-func run(ctx context.Context, bin, temporalBin, base string, count int64, rate, bgRate float64, seed int64, lakeFaults float64,
-	keep bool) int {
+// run is one chaos run; weed, when not empty, is the SeaweedFS binary the
+// lake's S3 server runs from (-s3).
+func run(ctx context.Context, bin, temporalBin, weed, base string, count int64, rate, bgRate float64, seed int64,
+	lakeFaults float64, keep bool) int {
 	rep := &devstack.Report{Name: "chaos"}
 	say, check, finish := rep.Say, rep.Check, rep.Finish
 	var err error
-	for _, p := range []*string{&bin, &temporalBin, &base} {
+	for _, p := range []*string{&bin, &temporalBin, &base, &weed} {
+		if *p == "" {
+			continue
+		}
 		if *p, err = filepath.Abs(*p); err != nil {
 			check("setup", err)
 			return finish()
@@ -118,10 +131,26 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate, 
 			os.RemoveAll(dir)
 		}()
 	}
-	st, err := devstack.NewStack(bin, temporalBin, base, dir)
+	// With -s3 the lake is a bucket on a SeaweedFS server that `reckon
+	// dev` supervises (dev.s3); every command of the run is given dev.s3,
+	// so reconcile and verify read the same bucket.
+	var s3Sets []string
+	if weed != "" {
+		ports, err := devstack.FreePorts(1)
+		if err != nil {
+			check("setup", err)
+			return finish()
+		}
+		s3Sets = []string{"dev.s3=true", "dev.weed_bin=" + weed, "dev.s3_port=" + strconv.Itoa(ports[0]),
+			"lake.root=s3://reckon-lake/chaos"}
+	}
+	st, err := devstack.NewStack(bin, temporalBin, base, dir, s3Sets...)
 	if err != nil {
 		check("setup", err)
 		return finish()
+	}
+	if weed != "" {
+		say("lake %s on a real S3 server (SeaweedFS %s, %s)", st.Cfg.Lake.Root, weed, st.Cfg.Lake.S3.Endpoint)
 	}
 	cfg := st.Cfg
 	rng := rand.New(rand.NewPCG(uint64(seed), 8))
@@ -155,6 +184,9 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate, 
 	// so each restart is under way before the next kill.
 	span := time.Duration(float64(count) / rate * float64(time.Second))
 	names := []string{"stream", "stream", "stream", "batch", "batch", "temporal", "broker"}
+	if weed != "" {
+		names = append(names, "s3")
+	}
 	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
 	kills := schedule(rng, names, 10*time.Second, span, 12*time.Second)
 	for i := range kills {
@@ -214,7 +246,7 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate, 
 	// stream has purged (docs/adr/0015-stream-progress.md, "Today so
 	// far"): wait until the background traffic has moved the purge past
 	// the run's last window, so it checks every window of the run.
-	lastEnd, err := lastWindowEnd(gen.Manifest)
+	lastEnd, err := devstack.LastWindowEnd(gen.Manifest)
 	if !check("manifest read", err) {
 		return finish()
 	}
@@ -236,7 +268,7 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate, 
 		fmt.Print(devstack.Indent(out))
 		took := time.Since(began).Round(time.Second)
 		if err == nil {
-			err = checkedThrough(out, d, inProgress, lastEnd)
+			err = devstack.CheckedThrough(out, d, inProgress, lastEnd)
 		}
 		check(fmt.Sprintf("reconcile %s completed under traffic in %v, every window of the run checked", d, took), err)
 		var moved error
@@ -279,58 +311,6 @@ func run(ctx context.Context, bin, temporalBin, base string, count int64, rate, 
 		fmt.Printf("  t+%-5v %-8s pid %-7d %s\n", k.at.Round(time.Second), k.name, k.pid, status)
 	}
 	return finish()
-}
-
-// lastWindowEnd is the latest window end of the manifest's truth.
-func lastWindowEnd(path string) (time.Time, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return time.Time{}, err
-	}
-	defer f.Close()
-	m, err := generate.ReadManifest(f)
-	if err != nil {
-		return time.Time{}, err
-	}
-	var last time.Time
-	for _, w := range m.Truth {
-		end, err := time.Parse(time.RFC3339Nano, w.WindowEnd)
-		if err != nil {
-			return time.Time{}, fmt.Errorf("%s: window end %q: %w", path, w.WindowEnd, err)
-		}
-		if end.After(last) {
-			last = end
-		}
-	}
-	if last.IsZero() {
-		return last, fmt.Errorf("%s: no truth window", path)
-	}
-	return last, nil
-}
-
-// checkedThrough reads, from the reconcile report of day (printReport's
-// table), up to where it checked the payments stream: a day in progress
-// must say it ("payments: checked windows up to T; …"), and when the run's
-// last window end lastEnd falls in day, T must be at or past it.
-func checkedThrough(out, day string, inProgress bool, lastEnd time.Time) error {
-	const prefix = "payments: checked windows up to "
-	i := strings.Index(out, prefix)
-	if i < 0 {
-		if inProgress {
-			return fmt.Errorf("the report of %s, a day in progress, does not say up to where it checked payments", day)
-		}
-		return nil // a past day: checked whole
-	}
-	rest := out[i+len(prefix):]
-	to, err := time.Parse(time.RFC3339, rest[:strings.IndexAny(rest+";", "; \n")])
-	if err != nil {
-		return fmt.Errorf("report line %q: %w", strings.SplitN(out[i:], "\n", 2)[0], err)
-	}
-	if lastEnd.Add(-time.Nanosecond).UTC().Format(time.DateOnly) == day && to.Before(lastEnd) {
-		return fmt.Errorf("checked payments up to %s only, the run's windows end at %s", to.UTC().Format(time.TimeOnly),
-			lastEnd.UTC().Format(time.TimeOnly))
-	}
-	return nil
 }
 
 // schedule spreads the kills over [from, to) at random, at least gap apart.

@@ -9,7 +9,9 @@
 //     head it had at the return, and the reconciliation schedule's
 //     catch-up runs the slot that fell inside the outage (the test sets
 //     batch.reconcile_at to a minute in the middle of the outage).
-//   - broker: the broker down -broker-down (2m). The stream and the
+//   - broker: the broker down -broker-down (2m). The stream worker's
+//     process rides it out (it never exits: it waits for the broker and
+//     restores its partitions); the stream and the
 //     archive resume and catch up; the generator's produce calls neither
 //     spin forever (it finishes its --count) nor drop silently (the
 //     ledger); no stream pane is published twice with the same version.
@@ -320,6 +322,15 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 	if !check("the raw topic's offsets before the outage", err) {
 		return
 	}
+	// The broker scenario: the stream worker must ride the outage out in
+	// the same process (docs/adr/0033-progress-every-partition-and-broker-outages.md):
+	// an exit would spend an orchestrator's restart budget on the broker.
+	streamPid := 0
+	if s.name == "broker" {
+		if streamPid, err = st.Pid("stream"); !check("the stream worker's pid before the outage", err) {
+			return
+		}
+	}
 	pid, err := s.takeDown(st)
 	if !check(fmt.Sprintf("%s down (hold file, SIGKILL pid %d)", s.name, pid), err) {
 		return
@@ -465,6 +476,10 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 	err = streaming.WaitCaughtUp(sctx, cfg)
 	scancel()
 	check("stream caught up", err)
+	if s.name == "broker" {
+		check(fmt.Sprintf("the stream worker's process (pid %d) never exited during the broker scenario", streamPid),
+			sameProcess(st, "stream", streamPid))
+	}
 	// Corrections caught up: before any reconciliation of the day, the
 	// stream's panes and the targeted corrections of its late events
 	// (batch.correct_debounce, correct_max_delay) already equal the truth.
@@ -485,16 +500,47 @@ func (s *scenario) run(ctx context.Context, o opts, startMu *sync.Mutex) {
 		fmt.Print(devstack.Indent(out))
 	}
 	check("corrections caught up: verify --truth passes before the reconciliation", err)
+	// The reconciliation runs under traffic, as in production (issue 24):
+	// clean payments on keys of their own keep the stream's offsets and
+	// watermark moving; once they have moved the purge past the run's last
+	// window, the reconciliation of today checks every window of the run.
+	bg, err := st.StartBackground(ctx, o.rate, "bg-", seed+1)
+	if !check("background traffic started", err) {
+		return
+	}
+	defer bg.Stop() // on early returns; stopped and checked below
+	lastEnd, err := devstack.LastWindowEnd(gen.Manifest)
+	if !check("manifest read", err) {
+		return
+	}
+	purged, err := st.WaitPurgedThrough(ctx, "payments", lastEnd, 3*time.Minute)
+	check(fmt.Sprintf("stream purged through the run's last window end %s (%s)", lastEnd.UTC().Format(time.TimeOnly),
+		strings.TrimSpace(purged)), err)
 	days := []string{day0}
 	if d := time.Now().UTC().Format(time.DateOnly); d != day0 {
 		days = append(days, d)
 	}
 	for _, d := range days {
+		sent, began := bg.Sent(), time.Now()
 		out, err := devstack.RunCmd(ctx, o.bin, st.Args("reconcile", "--date", d, "--wait")...)
 		fmt.Print(devstack.Indent(out))
-		check("reconcile "+d, err)
+		if err == nil {
+			err = devstack.CheckedThrough(out, d, d == began.UTC().Format(time.DateOnly), lastEnd)
+		}
+		if err == nil && bg.Sent() == sent {
+			err = errors.New("no background event was produced while it ran")
+		}
+		check(fmt.Sprintf("reconcile %s under traffic (%d background events meanwhile), every window of the run checked",
+			d, bg.Sent()-sent), err)
 	}
-	out, err = devstack.RunCmd(ctx, o.bin, st.Args("verify", "--manifest", gen.Manifest, "--truth", "--lake")...)
+	n := bg.Sent()
+	check(fmt.Sprintf("background traffic stopped, every one of its %d events acknowledged", n), bg.Stop())
+	sctx, scancel = context.WithTimeout(ctx, 3*time.Minute)
+	err = streaming.WaitCaughtUp(sctx, cfg)
+	scancel()
+	check("stream caught up with the background traffic", err)
+	out, err = devstack.RunCmd(ctx, o.bin, st.Args("verify", "--manifest", gen.Manifest, "--manifest", bg.Manifest,
+		"--truth", "--lake")...)
 	fmt.Print(devstack.Indent(out))
 	check("verify --truth --lake (nothing lost or counted twice; closed windows = truth; every archived record once in the lake)", err)
 	check("late and dead letters explained by event time and poison, not by the outage", lateByEventTime(ctx, cfg, gen.Manifest, say))
@@ -913,6 +959,27 @@ func noDoublePanes(ctx context.Context, cfg *config.Config) error {
 	}
 	if panes == 0 {
 		return errors.New("no stream pane read")
+	}
+	return nil
+}
+
+// sameProcess checks that component name still runs as process pid and
+// that its supervisor logged no exit of it.
+func sameProcess(st *devstack.Stack, name string, pid int) error {
+	exits := 0
+	for _, line := range strings.Split(devstack.ReadFileString(st.LogPath), "\n") {
+		if n, _, ok := strings.Cut(line, "| reckon dev: exited ("); ok && strings.TrimSpace(n) == name {
+			exits++
+		}
+	}
+	now, err := st.Pid(name)
+	switch {
+	case err != nil:
+		return err
+	case exits > 0:
+		return fmt.Errorf("%s exited %d× (see %s)", name, exits, st.LogPath)
+	case now != pid || !devstack.Alive(pid):
+		return fmt.Errorf("%s runs as pid %d now, %d before (alive: %v)", name, now, pid, devstack.Alive(pid))
 	}
 	return nil
 }

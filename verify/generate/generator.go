@@ -3,6 +3,7 @@ package generate
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -307,8 +308,26 @@ func (g *Generator) pushValid(e *envelope, key string, v float64, occurred, arri
 	})
 }
 
+// poisonKind draws the kind of the next poison record: uniformly from
+// PoisonKinds, or with OversizedShare set Oversized at that share and the
+// other kinds uniformly.
+func (g *Generator) poisonKind() PoisonKind {
+	kinds := g.o.PoisonKinds
+	if g.o.OversizedShare <= 0 || !slices.Contains(kinds, Oversized) {
+		return kinds[g.r.intn(len(kinds))]
+	}
+	if g.r.float() < g.o.OversizedShare || len(kinds) == 1 {
+		return Oversized
+	}
+	k := kinds[g.r.intn(len(kinds)-1)]
+	if k == Oversized { // skip it: the last kind takes its place
+		k = kinds[len(kinds)-1]
+	}
+	return k
+}
+
 func (g *Generator) pushPoison(e *envelope, key string, arrival time.Time) {
-	kind := g.o.PoisonKinds[g.r.intn(len(g.o.PoisonKinds))]
+	kind := g.poisonKind()
 	value, fld, isJSON, key := g.poison(kind, e, key, arrival)
 	rec := &Record{
 		Key: []byte(key), Value: value, Arrival: arrival, EventID: e.id,

@@ -654,3 +654,29 @@ func BenchmarkJSONL(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// TestOversizedShare: with OversizedShare set, that share of the poison is
+// oversized and the other kinds share the rest evenly.
+func TestOversizedShare(t *testing.T) {
+	o := Defaults(Sensors)
+	o.Seed, o.Start, o.Count = 11, testStart, 8000
+	o.PoisonFraction, o.OversizedShare = 0.5, 0.02
+	n := map[PoisonKind]int{}
+	poison := 0
+	for _, r := range drain(t, o) {
+		if r.Category == Poison {
+			n[r.Poison]++
+			poison++
+		}
+	}
+	want := o.OversizedShare * float64(poison)
+	if got := float64(n[Oversized]); math.Abs(got-want) > 5*math.Sqrt(want) {
+		t.Errorf("oversized %v of %d poison records, want about %.0f", got, poison, want)
+	}
+	each := (1 - o.OversizedShare) * float64(poison) / float64(len(PoisonKinds)-1)
+	for _, k := range PoisonKinds {
+		if k != Oversized && math.Abs(float64(n[k])-each) > 5*math.Sqrt(each) {
+			t.Errorf("%s: %d records, want about %.0f (%v)", k, n[k], each, n)
+		}
+	}
+}

@@ -65,6 +65,7 @@ type OptionsJSON struct {
 	RedeliveryDelay        string       `json:"redelivery_delay"`
 	PoisonFraction         float64      `json:"poison_fraction"`
 	PoisonKinds            []PoisonKind `json:"poison_kinds"`
+	OversizedShare         float64      `json:"oversized_share,omitempty"`
 	SkewFraction           float64      `json:"skew_fraction"`
 	MismatchFraction       float64      `json:"mismatch_fraction"`
 	MissingFraction        float64      `json:"missing_fraction"`
@@ -86,7 +87,8 @@ func optionsJSON(o Options) OptionsJSON {
 		KeyPrefix:    o.KeyPrefix,
 		LateFraction: o.LateFraction, DelayDist: o.Delay.String(), BeyondLatenessFraction: o.BeyondLatenessFraction,
 		DuplicateFraction: o.DuplicateFraction, RedeliveryDelay: o.RedeliveryDelay.String(),
-		PoisonFraction: o.PoisonFraction, PoisonKinds: o.PoisonKinds, SkewFraction: o.SkewFraction,
+		PoisonFraction: o.PoisonFraction, PoisonKinds: o.PoisonKinds, OversizedShare: o.OversizedShare,
+		SkewFraction:     o.SkewFraction,
 		MismatchFraction: o.MismatchFraction, MissingFraction: o.MissingFraction, CorrectionFraction: o.CorrectionFraction,
 		OFDDelay: o.OFDDelay.String(), PartDelay: o.PartDelay.String(),
 		Topic: o.Target.Topic, Stream: o.Target.Stream,

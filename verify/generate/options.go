@@ -246,6 +246,12 @@ type Options struct {
 	PoisonFraction float64
 	// PoisonKinds to mix, uniformly. Default all (see PoisonKinds).
 	PoisonKinds []PoisonKind
+	// OversizedShare, when above 0, is the share of poison records that
+	// are Oversized (when PoisonKinds holds it), the others mixed
+	// uniformly: a ~1 MiB record costs what a thousand others do, so a
+	// long-running demo makes few. Default 0: Oversized is one kind among
+	// the others.
+	OversizedShare float64
 	// SkewFraction of records come from a clock running ahead: occurred_at
 	// is ahead of arrival by less than the gate's MaxFutureSkew (accepted;
 	// "future" poison covers skew beyond it).
@@ -392,6 +398,7 @@ func (o Options) Validate() error {
 		{"duplicate fraction", o.DuplicateFraction}, {"poison fraction", o.PoisonFraction},
 		{"skew fraction", o.SkewFraction}, {"mismatch fraction", o.MismatchFraction},
 		{"missing fraction", o.MissingFraction}, {"correction fraction", o.CorrectionFraction},
+		{"oversized share", o.OversizedShare},
 	} {
 		if !(f.v >= 0 && f.v <= 1) {
 			bad("%s %v is not in [0, 1]", f.name, f.v)

@@ -37,6 +37,13 @@ type Options struct {
 	Topic string
 	// Group is the consumer group. Required.
 	Group string
+	// InstanceID makes the bridge a static member of Group by that name
+	// (KIP-345): a bridge restarted after a crash takes its partitions back
+	// at once instead of waiting out its predecessor's session (45 s), and
+	// a clean stop does not leave the group. It must be unique among the
+	// group's members and stable across restarts. Default "": a dynamic
+	// member (docs/adr/0016-static-group-membership.md).
+	InstanceID string
 	// DLQTopic receives rejected records; its max.message.bytes is
 	// kafkaconn.MaxRecordBytes (deploy/topics.yaml), the size dead letters
 	// are cut to. Required.
@@ -172,6 +179,9 @@ func New(kopts []kgo.Opt, tc client.Client, o Options) (*Bridge, error) {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 	)
+	if o.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(o.InstanceID))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("zreport bridge: kafka client: %w", err)
@@ -179,7 +189,9 @@ func New(kopts []kgo.Opt, tc client.Client, o Options) (*Bridge, error) {
 	return &Bridge{o: o, cl: cl, tc: tc, gate: g}, nil
 }
 
-// Close leaves the group and closes the Kafka client.
+// Close closes the Kafka client. A dynamic member leaves the group; a
+// static one (Options.InstanceID) keeps its place for its restart, and its
+// partitions move to the other members after the session timeout.
 func (b *Bridge) Close() { b.cl.Close() }
 
 // Stats returns the counters.

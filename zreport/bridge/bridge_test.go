@@ -536,3 +536,79 @@ func TestLingerCoalescesPartsArrivingApart(t *testing.T) {
 		t.Errorf("parts per call %v, want both parts in one call", tc.calls)
 	}
 }
+
+// TestStaticMemberRestartsAtOnce: a bridge killed with kill -9 never leaves
+// its group. Restarted with the same InstanceID it is the same static
+// member and gets its partitions back at once; as a new (dynamic) member it
+// waits until the broker gives up on the dead one, the group's session
+// timeout (45 s, longer than this test's deadline).
+func TestStaticMemberRestartsAtOnce(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "parts", "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	pc, err := kgo.NewClient(base...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	adm := kadm.NewClient(pc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	produce := func(i int) {
+		t.Helper()
+		drive := fmt.Sprintf("99604403000000%02d", i)
+		v := fmt.Sprintf(`{"event_id":%q,"event_type":%q,"occurred_at":"2026-01-01T23:00:00Z","data":{"fiscal_drive":%q,"shift":3,"receipts":1,"total":1.5,"shift_closed_at":"2026-01-01T23:00:00Z"}}`,
+			uuidN(i), zreport.TypeOFD, drive)
+		if err := pc.ProduceSync(ctx, &kgo.Record{Topic: "parts", Key: []byte(drive + "/3"), Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc := &fakeTemporal{}
+	newBridge := func() *Bridge {
+		t.Helper()
+		b, err := New(base, tc, Options{Topic: "parts", Group: "g", InstanceID: "batch-1", DLQTopic: "dlq", TaskQueue: "q", Gate: gateOptions()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	first := newBridge()
+	produce(0)
+	stop := start(ctx, t, first)
+	waitFor(ctx, t, first, "the first bridge to commit the first part", allCommitted(ctx, adm, "g", 1))
+	// kill -9: whatever the client would send on its way out, the broker
+	// never sees a LeaveGroup (the request is answered, nothing is left).
+	c.ControlKey(kmsg.LeaveGroup.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		resp := req.ResponseKind()
+		resp.SetVersion(req.GetVersion())
+		return resp, nil, true
+	})
+	stop()
+	first.Close()
+
+	produce(1)
+	second := newBridge()
+	defer second.Close()
+	stop = start(ctx, t, second)
+	waitFor(ctx, t, second, "the restarted bridge to commit the part produced after the kill", allCommitted(ctx, adm, "g", 2))
+	stop()
+	groups, err := adm.DescribeGroups(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var members []string
+	for _, m := range groups["g"].Members {
+		members = append(members, fmt.Sprint(m.InstanceID))
+		if m.InstanceID != nil {
+			members[len(members)-1] = *m.InstanceID
+		}
+	}
+	if !slices.Equal(members, []string{"batch-1"}) {
+		t.Errorf("group members by instance id %v, want the one static member batch-1", members)
+	}
+}

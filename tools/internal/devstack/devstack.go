@@ -287,7 +287,8 @@ func WriteConfig(base, dir, temporalBin string) (string, []string, error) {
 		"dev.temporal_bin=" + temporalBin,
 		"dev.generate_rate=0",
 		"metrics.addr=127.0.0.1:" + strconv.Itoa(ports[3]),
-		"zreport.ofd_url=http://127.0.0.1:" + strconv.Itoa(ports[4]),
+		// The OFD simulator's port (reckon dev points zreport.ofd_url at it).
+		"dev.ofd_port=" + strconv.Itoa(ports[4]),
 		// The SQL endpoint too: a run must not take (or fail on) the
 		// default port of a `reckon dev` beside it.
 		"sql.listen=127.0.0.1:" + strconv.Itoa(ports[5]),
