@@ -114,10 +114,11 @@ func bridgeOptions(cfg *config.Config, log *slog.Logger) bridge.Options {
 			OFD:          workflows.ZReportOFDOptions{Timeout: z.OFDTimeout, Attempts: z.OFDAttempts, Backoff: z.OFDBackoff},
 			HistoryLimit: z.HistoryLimit,
 		},
-		Concurrency: z.BridgeConcurrency,
-		Linger:      z.BridgeLinger,
-		MaxAttempts: cfg.Stream.MaxAttempts,
-		Log:         log,
+		Concurrency:     z.BridgeConcurrency,
+		Linger:          z.BridgeLinger,
+		RedriveInterval: z.BridgeRedriveInterval,
+		MaxAttempts:     cfg.Stream.MaxAttempts,
+		Log:             log,
 	}
 }
 
@@ -130,7 +131,7 @@ func validateZReport(cfg *config.Config) error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ofd_request_after", z.OFDRequestAfter}, {"retention", z.Retention}, {"ofd_retry", z.OFDRetry}, {"ofd_timeout", z.OFDTimeout}, {"ofd_backoff", z.OFDBackoff}, {"linger", z.Linger}, {"bridge_linger", z.BridgeLinger}, {"ofd_sim_delay", z.OFDSimDelay}} {
+	}{{"ofd_request_after", z.OFDRequestAfter}, {"retention", z.Retention}, {"ofd_retry", z.OFDRetry}, {"ofd_timeout", z.OFDTimeout}, {"ofd_backoff", z.OFDBackoff}, {"linger", z.Linger}, {"bridge_linger", z.BridgeLinger}, {"bridge_redrive_interval", z.BridgeRedriveInterval}, {"ofd_sim_delay", z.OFDSimDelay}} {
 		if d.v < 0 {
 			bad("%s: must not be negative", d.name)
 		}

@@ -113,8 +113,9 @@ func ZReport(ctx workflow.Context, in ZReportInput) (*zreport.State, error) {
 		// Kafka or the lake being down stalls the entity, never loses a
 		// publication: retry until it works. The SDK caps the retries at
 		// StartToCloseTimeout when ScheduleToCloseTimeout is unset; a
-		// failed run would lose the parts it holds (the bridge committed
-		// them), so the retries are not capped for any real outage.
+		// failed run waits for the bridge's re-drive sweep to get its
+		// parts back (docs/adr/0037-zreport-parts-recoverable.md), so the
+		// retries are not capped for any real outage.
 		ScheduleToCloseTimeout: localRetryForever,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 	})

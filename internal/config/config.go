@@ -311,6 +311,12 @@ type ZReport struct {
 	// arriving close together go to its entity in one signal (at most 5s;
 	// docs/adr/0021-zreport-coalescing.md). Default 250ms.
 	BridgeLinger time.Duration `yaml:"bridge_linger"`
+	// BridgeRedriveInterval: how often the bridge re-drives failed runs.
+	//
+	// The bridge looks for entity runs that ended without finalizing
+	// (terminated, failed, timed out) and sends their parts again
+	// (docs/adr/0037-zreport-parts-recoverable.md). Default 1m.
+	BridgeRedriveInterval time.Duration `yaml:"bridge_redrive_interval"`
 	// BridgeInstance names this batch worker in the bridge's group.
 	// Unique per batch worker, stable across its restarts
 	// (docs/adr/0016-static-group-membership.md). Default: the host name,
@@ -487,6 +493,7 @@ func (c *Config) fillDefaults() {
 	def(&c.ZReport.BridgeGroup, "reckon-zreport")
 	defInt(&c.ZReport.BridgeConcurrency, 16)
 	defDur(&c.ZReport.BridgeLinger, 250*time.Millisecond)
+	defDur(&c.ZReport.BridgeRedriveInterval, time.Minute)
 	if c.ZReport.BridgeInstance == "" {
 		c.ZReport.BridgeInstance = hostInstance()
 	}

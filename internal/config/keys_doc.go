@@ -98,6 +98,7 @@ var keyDocs = map[string]string{
 	"zreport.bridge_group":                 "BridgeGroup is the consumer group of the parts bridge.",
 	"zreport.bridge_concurrency":           "BridgeConcurrency is how many signals the bridge has in flight (parts of one business key stay in order).",
 	"zreport.bridge_linger":                "BridgeLinger: after a poll of the parts topic came back short, the bridge keeps polling this long so that parts of one business key arriving close together go to its entity in one signal (at most 5s; docs/adr/0021-zreport-coalescing.md).",
+	"zreport.bridge_redrive_interval":      "BridgeRedriveInterval: how often the bridge re-drives failed runs.",
 	"zreport.bridge_instance":              "BridgeInstance names this batch worker in the bridge's group.",
 	"zreport.bridge_membership":            "BridgeMembership is how the bridge joins its group: static or dynamic.",
 	"zreport.ofd_sim_addr":                 "OFDSimAddr overrides the listen address of `reckon zreport ofd-sim`; empty means the host:port of OFDURL.",

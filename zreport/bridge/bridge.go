@@ -12,10 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
@@ -75,7 +73,19 @@ type Options struct {
 	// before the part goes to the DLQ (stage "process"). Unavailable and
 	// other transient errors are retried until the context ends. Default 3.
 	MaxAttempts int
-	// Now is the clock for dead-letter times. Default time.Now.
+	// RedriveInterval: every this long, Run sweeps for entity runs that
+	// ended without finalizing and re-drives their parts (Sweep;
+	// docs/adr/0037-zreport-parts-recoverable.md). Zero: no sweeps (the
+	// workers set zreport.bridge_redrive_interval, default 1m).
+	RedriveInterval time.Duration
+	// RedriveLookback: how far back a bridge's first sweep looks. Default
+	// DefaultRedriveLookback.
+	RedriveLookback time.Duration
+	// MaxRedrives: a key whose re-driven run ends without finalizing again
+	// is re-driven at most this many times in a row, then logged and left
+	// to an operator (its failed run stays visible). Default 3.
+	MaxRedrives int
+	// Now is the clock for dead-letter times and sweeps. Default time.Now.
 	Now func() time.Time
 	// Log receives progress and errors. Default slog.Default().
 	Log *slog.Logger
@@ -96,6 +106,12 @@ func (o *Options) fillDefaults() {
 	}
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 3
+	}
+	if o.RedriveLookback <= 0 {
+		o.RedriveLookback = DefaultRedriveLookback
+	}
+	if o.MaxRedrives <= 0 {
+		o.MaxRedrives = DefaultMaxRedrives
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -124,9 +140,10 @@ func (o Options) Validate() error {
 
 // Stats are the bridge's counters since it started: records polled, parts
 // signalled, signal-with-start calls Temporal accepted (Signalled/Calls
-// parts per call), dead letters, retried calls, commits.
+// parts per call), dead letters, retried calls, commits, failed entity
+// runs re-driven.
 type Stats struct {
-	Records, Signalled, Calls, DeadLettered, Retries, Commits int64
+	Records, Signalled, Calls, DeadLettered, Retries, Commits, Redriven int64
 }
 
 // Bridge consumes the parts topic. Run it once; Close releases the client.
@@ -136,7 +153,10 @@ type Bridge struct {
 	tc   client.Client
 	gate *event.Gate
 
-	records, signalled, calls, dead, retries, commits atomic.Int64
+	records, signalled, calls, dead, retries, commits, redriven atomic.Int64
+
+	sweepMu sync.Mutex // one sweep at a time; protects sw
+	sw      sweeper
 }
 
 // New returns a bridge. kopts are the base client options (brokers, client
@@ -176,7 +196,10 @@ func (b *Bridge) Close() { b.cl.Close() }
 
 // Stats returns the counters.
 func (b *Bridge) Stats() Stats {
-	return Stats{b.records.Load(), b.signalled.Load(), b.calls.Load(), b.dead.Load(), b.retries.Load(), b.commits.Load()}
+	return Stats{
+		b.records.Load(), b.signalled.Load(), b.calls.Load(), b.dead.Load(), b.retries.Load(), b.commits.Load(),
+		b.redriven.Load(),
+	}
 }
 
 // job is one valid part to signal.
@@ -188,9 +211,16 @@ type job struct {
 // Run consumes until ctx ends; it returns nil on cancellation. Each polled
 // batch (with what the linger added) is fully handed over (signals
 // accepted, dead letters acknowledged) before its offsets are committed and
-// the next batch is polled.
+// the next batch is polled. With Options.RedriveInterval set, it sweeps
+// for failed entity runs beside (Sweep).
 func (b *Bridge) Run(ctx context.Context) error {
 	log := b.o.Log
+	if b.o.RedriveInterval > 0 {
+		sctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); b.sweepEvery(sctx) }()
+		defer func() { stop(); <-done }()
+	}
 	for {
 		fs := b.cl.PollRecords(ctx, b.o.MaxPollRecords)
 		if fs.IsClientClosed() || ctx.Err() != nil {
@@ -330,17 +360,7 @@ func (b *Bridge) signal(ctx context.Context, js []job) ([]*kgo.Record, error) {
 	k := first.Key
 	in := b.o.Start
 	in.Key, in.ClosedHint, in.State = k, first.ShiftClosedAt, nil
-	date := first.ShiftClosedAt.UTC().Format(time.DateOnly)
-	opts := client.StartWorkflowOptions{
-		ID:                       k.WorkflowID(),
-		TaskQueue:                b.o.TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAFiscalDrive.ValueSet(k.FiscalDrive), workflows.SAShift.ValueSet(strconv.FormatInt(k.Shift, 10)),
-			workflows.SADate.ValueSet(date), workflows.SAStatus.ValueSet(string(zreport.StatusWaiting))),
-		StaticSummary: fmt.Sprintf("Z-report ФН %s, shift %d (closed %s)", k.FiscalDrive, k.Shift, date),
-	}
+	opts := b.startOptions(k, first.ShiftClosedAt)
 	parts := make([]zreport.Part, len(js))
 	for i, j := range js {
 		parts[i] = j.part

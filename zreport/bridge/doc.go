@@ -20,6 +20,12 @@
 // goroutines taking the batch's keys in turn, so a slow key holds up only
 // itself).
 //
+// A committed part lives on only in its entity run, so the bridge also
+// sweeps (Sweep, every Options.RedriveInterval) for runs that ended
+// without finalizing — terminated, failed, timed out — and sends what each
+// held, read from its history, to a new run or to the run started since
+// (docs/adr/0037-zreport-parts-recoverable.md).
+//
 // It is not the place for Z-report decisions (package zreport) or their
 // side effects (package activities).
 package bridge
