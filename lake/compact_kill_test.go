@@ -16,7 +16,8 @@ import (
 const (
 	envKillChild = "LAKE_TEST_KILL_CHILD" // "1" in the child
 	envKillRoot  = "LAKE_TEST_KILL_ROOT"  // the lake root (a directory or s3://)
-	envKillS3    = "LAKE_TEST_KILL_S3"    // the fake S3's URL, for an s3:// root
+	envKillS3    = "LAKE_TEST_KILL_S3"    // the S3 server's URL, for an s3:// root
+	envKillS3Key = "LAKE_TEST_KILL_S3_KEY" // its access key id and secret, "id:secret"
 	envKillAt    = "LAKE_TEST_KILL_AT"    // "<n>" or "<n>mid": where the child kills itself
 )
 
@@ -26,7 +27,7 @@ const killMaxRows = 6_000
 // TestCompactKilled: a closed hour's compaction SIGKILLed at any point
 // leaves a lake that reads every event exactly once, loses no offset, and
 // that the next compaction finishes with every offset exactly once in raw
-// or raw_dropped, on a directory and on S3.
+// or raw_dropped, on a directory, on the S3 fake and on the real S3 server.
 //
 // The compaction runs in a child process that SIGKILLs itself at the n-th
 // storage mutation (the lock, a file written, inputs removed, the unlock),
@@ -39,9 +40,15 @@ func TestCompactKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a process per kill point")
 	}
-	f := newS3Fake(t)
-	for _, store := range []string{"local", "s3"} {
+	for _, store := range []string{"local", "s3", "s3-weed"} {
 		t.Run(store, func(t *testing.T) {
+			var f *s3Server
+			switch store {
+			case "s3":
+				f = newS3Fake(t)
+			case "s3-weed":
+				f = newS3Weed(t)
+			}
 			for i := 1; ; i++ {
 				done := false
 				for _, mid := range []bool{false, true} {
@@ -50,7 +57,7 @@ func TestCompactKilled(t *testing.T) {
 						at += "mid"
 					}
 					opts := Options{Root: t.TempDir()}
-					if store == "s3" {
+					if f != nil {
 						opts = f.options()
 						opts.Root += "/kill-" + at
 					}
@@ -92,7 +99,10 @@ func killedCompaction(t *testing.T, f *s3Server, opts Options, at string) (finis
 	}
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCompactKillChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envKillChild+"=1", envKillRoot+"="+opts.Root, envKillS3+"="+f.url, envKillAt+"="+at)
+	cmd.Env = append(os.Environ(), envKillChild+"=1", envKillRoot+"="+opts.Root, envKillAt+"="+at)
+	if f != nil {
+		cmd.Env = append(cmd.Env, envKillS3+"="+f.url, envKillS3Key+"="+f.key+":"+f.secret)
+	}
 	out, err := cmd.CombinedOutput()
 	killed := false
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -146,7 +156,8 @@ func TestCompactKillChild(t *testing.T) {
 	}
 	opts := Options{Root: os.Getenv(envKillRoot)}
 	if IsS3Root(opts.Root) {
-		opts.S3 = S3Options{Endpoint: os.Getenv(envKillS3), Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret"}
+		key, secret, _ := strings.Cut(os.Getenv(envKillS3Key), ":")
+		opts.S3 = S3Options{Endpoint: os.Getenv(envKillS3), Region: "us-east-1", AccessKeyID: key, SecretAccessKey: secret}
 	}
 	l := mustOpen(t, opts)
 	spec := os.Getenv(envKillAt)

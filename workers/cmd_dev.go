@@ -112,11 +112,6 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	}
 	cfg.Kafka.Brokers = []string{kafkaAddr}
 	cfg.Temporal.Address = temporalAddr
-	// The default lake lives in the dev dir: with dev.dir moved and
-	// lake.root left at its default, the lake moves along. Otherwise a
-	// fresh dev dir (a new broker, offsets from 0) would meet the old
-	// lake's archive progress, and the archive would stop on "cursor
-	// beyond the end" as it must for a recreated topic.
 	var s3 *seaweed.Setup
 	if cfg.Dev.S3 && !skip["s3"] {
 		// The children see dev.s3 too: their configuration points the
@@ -127,6 +122,11 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	} else {
 		skip["s3"] = true
 	}
+	// The default lake lives in the dev dir: with dev.dir moved and
+	// lake.root left at its default, the lake moves along. Otherwise a
+	// fresh dev dir (a new broker, offsets from 0) would meet the old
+	// lake's archive progress, and the archive would stop on "cursor
+	// beyond the end" as it must for a recreated topic.
 	if cfg.Lake.Root == defaultLakeRoot && filepath.Clean(cfg.Dev.Dir) != filepath.Clean(defaultDevDir) {
 		cfg.Lake.Root = filepath.Join(dir, "lake")
 		common = append(common, "--set", "lake.root="+cfg.Lake.Root)
