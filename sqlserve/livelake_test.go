@@ -70,9 +70,20 @@ func TestLiveLakeQueries(t *testing.T) {
 		churnErr             error
 		wg                   sync.WaitGroup
 	)
+	// The churn is paced by the queries, not by the machine's speed: each
+	// endpoint query lets one compaction run (during it), so however slow
+	// the machine, a query overlaps about one compaction and a re-run
+	// finds the lake settled — the production rate is far lower still (a
+	// pass per hour partition every 30 s). Once the queries are done it
+	// runs freely up to minCompactions.
+	turns, queriesDone := make(chan struct{}, 1), make(chan struct{})
 	wg.Go(func() {
 		var offset int64
 		for i := 0; !stop.Load() || compactions.Load() < minCompactions; i++ {
+			select {
+			case <-turns:
+			case <-queriesDone:
+			}
 			hour := i % len(redeliveries)
 			rows := redeliveries[hour]
 			for j := range rows {
@@ -123,6 +134,10 @@ func TestLiveLakeQueries(t *testing.T) {
 	compactionsAtStart := compactions.Load()
 	for i := 0; i < want; i++ {
 		q := queries[i%len(queries)]
+		select {
+		case turns <- struct{}{}:
+		default: // the last turn not taken yet
+		}
 		tab, err := readAll(ctx, c, q)
 		switch {
 		case err != nil:
@@ -133,6 +148,7 @@ func TestLiveLakeQueries(t *testing.T) {
 	}
 	compactionsDuring := compactions.Load() - compactionsAtStart
 	stop.Store(true)
+	close(queriesDone)
 	wg.Wait()
 	if churnErr != nil {
 		t.Fatal(churnErr)
