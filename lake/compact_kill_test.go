@@ -14,11 +14,11 @@ import (
 
 // Environment of the killed compaction's child process.
 const (
-	envKillChild = "LAKE_TEST_KILL_CHILD" // "1" in the child
-	envKillRoot  = "LAKE_TEST_KILL_ROOT"  // the lake root (a directory or s3://)
-	envKillS3    = "LAKE_TEST_KILL_S3"    // the S3 server's URL, for an s3:// root
+	envKillChild = "LAKE_TEST_KILL_CHILD"  // "1" in the child
+	envKillRoot  = "LAKE_TEST_KILL_ROOT"   // the lake root (a directory or s3://)
+	envKillS3    = "LAKE_TEST_KILL_S3"     // the S3 server's URL, for an s3:// root
 	envKillS3Key = "LAKE_TEST_KILL_S3_KEY" // its access key id and secret, "id:secret"
-	envKillAt    = "LAKE_TEST_KILL_AT"    // "<n>" or "<n>mid": where the child kills itself
+	envKillAt    = "LAKE_TEST_KILL_AT"     // "<n>" or "<n>mid": where the child kills itself
 )
 
 // killMaxRows makes the killed compaction write several files.
