@@ -11,7 +11,6 @@ import "reckon/internal/event"
 // (docs/ARCHITECTURE.md, "Workflow payloads"). workflows/durations_test.go
 // checks every duration field of these types is covered.
 
-
 // MarshalJSON writes v with its durations as strings.
 func (v RecomputeParams) MarshalJSON() ([]byte, error) { return event.MarshalDurations(v) }
 
