@@ -12,14 +12,19 @@ import (
 	"reckon/internal/testing/promtool"
 )
 
+// ruleTestFiles are the unit tests of deploy/alerts.yml: those evaluated
+// every minute, and those whose series span a day or a week, evaluated
+// hourly (every minute, a week of series costs promtool ~36 CPU-seconds).
+var ruleTestFiles = []string{"alerts_test.yml", "alerts_test_long.yml"}
+
 // TestAlertRules: deploy/alerts.yml passes `promtool check rules`, its
-// unit tests (deploy/alerts_test.yml) pass `promtool test rules`, and
+// unit tests (ruleTestFiles) pass `promtool test rules`, and
 // deploy/prometheus.yml, which loads it, passes `promtool check config`.
 func TestAlertRules(t *testing.T) {
 	for _, args := range [][]string{
 		{"check", "rules", "alerts.yml"},
 		{"check", "config", "prometheus.yml"},
-		{"test", "rules", "alerts_test.yml"},
+		append([]string{"test", "rules"}, ruleTestFiles...),
 	} {
 		if out, err := promtool.Run(t, "", args...); err != nil {
 			t.Errorf("%v\n%s", err, out)
@@ -65,7 +70,7 @@ type ruleTests struct {
 }
 
 // TestEveryAlertFiresInATest: each alert of deploy/alerts.yml has a unit
-// test in deploy/alerts_test.yml in which it fires, every alert a test
+// test in one of ruleTestFiles in which it fires, every alert a test
 // names exists, and the alerts deploy/README.md §6 asks for are there.
 func TestEveryAlertFiresInATest(t *testing.T) {
 	rb, err := os.ReadFile("alerts.yml")
@@ -73,28 +78,30 @@ func TestEveryAlertFiresInATest(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := alerts(t, rb)
-	tb, err := os.ReadFile("alerts_test.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rt ruleTests
-	if err := yaml.Unmarshal(tb, &rt); err != nil {
-		t.Fatalf("alerts_test.yml: %v", err)
-	}
 	fires := map[string]bool{}
-	for _, tc := range rt.Tests {
-		for _, a := range tc.AlertRuleTest {
-			if !slices.Contains(names, a.Alertname) {
-				t.Errorf("alerts_test.yml tests %s, which alerts.yml does not define", a.Alertname)
-			}
-			if len(a.ExpAlerts) > 0 {
-				fires[a.Alertname] = true
+	for _, file := range ruleTestFiles {
+		tb, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rt ruleTests
+		if err := yaml.Unmarshal(tb, &rt); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for _, tc := range rt.Tests {
+			for _, a := range tc.AlertRuleTest {
+				if !slices.Contains(names, a.Alertname) {
+					t.Errorf("%s tests %s, which alerts.yml does not define", file, a.Alertname)
+				}
+				if len(a.ExpAlerts) > 0 {
+					fires[a.Alertname] = true
+				}
 			}
 		}
 	}
 	for _, n := range names {
 		if !fires[n] {
-			t.Errorf("alerts.yml: %s fires in no test of alerts_test.yml", n)
+			t.Errorf("alerts.yml: %s fires in no test of %v", n, ruleTestFiles)
 		}
 	}
 	// The README's signals, each by the metric its rule reads.
@@ -110,24 +117,37 @@ func TestEveryAlertFiresInATest(t *testing.T) {
 }
 
 // TestAlertTestsCatchABrokenRule: the unit tests are not satisfied by any
-// rule: with the archive-lag threshold raised tenfold, the archive-lag
-// test fails.
+// rule: in each test file, with one alert's threshold raised tenfold, that
+// alert's test fails.
 func TestAlertTestsCatchABrokenRule(t *testing.T) {
 	promtool.Path(t)
+	for _, c := range []struct{ file, alert, good, broken string }{
+		{"alerts_test.yml", "ReckonArchiveLag",
+			"max by (topic, partition) (reckon_batch_archive_lag_seconds) > 3600", "> 36000"},
+		{"alerts_test_long.yml", "ReckonCorrectionRateHigh",
+			`/ sum by (stream) (increase(reckon_batch_windows_checked_total{trigger="reconcile"}[1d])) > 0.01`, "> 0.1"},
+	} {
+		t.Run(c.file, func(t *testing.T) { brokenRule(t, c.file, c.alert, c.good, c.broken) })
+	}
+}
+
+// brokenRule runs file's tests of alert against alerts.yml with good
+// replaced by its start up to " > " followed by broken; they must fail.
+func brokenRule(t *testing.T, file, alert, good, broken string) {
 	rb, err := os.ReadFile("alerts.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const good = "max by (topic, partition) (reckon_batch_archive_lag_seconds) > 3600"
 	if !strings.Contains(string(rb), good) {
 		t.Fatalf("alerts.yml: no %q to break", good)
 	}
-	broken := strings.Replace(string(rb), good, strings.Replace(good, "3600", "36000", 1), 1)
-	tb, err := os.ReadFile("alerts_test.yml")
+	bad := good[:strings.LastIndex(good, " > ")] + " " + broken
+	rules := strings.Replace(string(rb), good, bad, 1)
+	tb, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Only the archive-lag tests: the others would pass and take time.
+	// Only the alert's tests: the others would pass and take time.
 	var all map[string]any
 	if err := yaml.Unmarshal(tb, &all); err != nil {
 		t.Fatal(err)
@@ -135,14 +155,14 @@ func TestAlertTestsCatchABrokenRule(t *testing.T) {
 	var keep []any
 	for _, tc := range all["tests"].([]any) {
 		for _, a := range tc.(map[string]any)["alert_rule_test"].([]any) {
-			if a.(map[string]any)["alertname"] == "ReckonArchiveLag" {
+			if a.(map[string]any)["alertname"] == alert {
 				keep = append(keep, tc)
 				break
 			}
 		}
 	}
 	if len(keep) == 0 {
-		t.Fatal("alerts_test.yml has no test of ReckonArchiveLag")
+		t.Fatalf("%s has no test of %s", file, alert)
 	}
 	all["tests"] = keep
 	sub, err := yaml.Marshal(all)
@@ -150,14 +170,14 @@ func TestAlertTestsCatchABrokenRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	for name, b := range map[string][]byte{"alerts.yml": []byte(broken), "alerts_test.yml": sub} {
+	for name, b := range map[string][]byte{"alerts.yml": []byte(rules), file: sub} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	out, err := promtool.Run(t, "", "test", "rules", filepath.Join(dir, "alerts_test.yml"))
-	if err == nil || !strings.Contains(out, "alertname: ReckonArchiveLag") {
-		t.Fatalf("promtool test rules passed with the archive-lag threshold at 10 h (err %v):\n%s", err, out)
+	out, err := promtool.Run(t, "", "test", "rules", filepath.Join(dir, file))
+	if err == nil || !strings.Contains(out, "alertname: "+alert) {
+		t.Fatalf("promtool test rules %s passed with %q (err %v):\n%s", file, bad, err, out)
 	}
 }
 

@@ -47,7 +47,9 @@ func Found() bool {
 // err is non-nil when it exits non-zero.
 func Run(t testing.TB, stdin string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	// A hang guard, not a speed limit: at load 30 the rule unit tests took
+	// minutes of wall time (a 2-minute bound killed them).
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, Path(t), args...)
 	cmd.Stdin = strings.NewReader(stdin)
