@@ -107,6 +107,10 @@ type snapshot struct {
 	proc   int64 // processing clock at commit (Unix ns); 0 = unknown
 }
 
+// stateQuiet is how long loadState waits with nothing arriving before it
+// ends its read short of the last stable offsets (a variable for tests).
+var stateQuiet = 10 * time.Second
+
 // loadState reads the committed snapshots of the given keys from the
 // compacted state topic, keeping the latest per key. It reads committed
 // records only, so state of aborted transactions is never restored.
@@ -154,18 +158,21 @@ func loadState(ctx context.Context, cfg *config.Config, want map[string]bool) (m
 	}
 	defer cl.Close()
 	for len(remaining) > 0 {
-		// Commit markers may follow the last record: a fetch that brings
-		// nothing within the wait means everything readable was read.
-		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		// Every state write is transactional and markers are delivered
+		// too, so each partition's read ends at its last stable offset,
+		// however slowly the broker answers. Only a stretch of stateQuiet
+		// with nothing arriving at all ends it short (a compacted
+		// partition whose last marker was cleaned never reaches it).
+		pctx, cancel := context.WithTimeout(ctx, stateQuiet)
 		fetches := cl.PollFetches(pctx)
-		waited := pctx.Err() != nil
+		quiet := pctx.Err() != nil
 		cancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		// A poll may also end early with nothing: records of aborted
-		// transactions filtered out. Only a whole wait counts.
-		if fetches.NumRecords() == 0 && waited {
+		// transactions filtered out. Only a whole quiet stretch counts.
+		if fetches.NumRecords() == 0 && quiet {
 			break
 		}
 		for _, fe := range fetches.Errors() {
