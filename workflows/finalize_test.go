@@ -84,7 +84,7 @@ func runFinalize(t *testing.T, f *finalStream, start, cursor time.Time, d time.D
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	env := s.NewTestWorkflowEnvironment()
+	env := workflows.NewTestEnv(&s)
 	env.SetStartTime(start)
 	f.now = env.Now
 	env.RegisterWorkflowWithOptions(workflows.Finalize, workflow.RegisterOptions{Name: workflows.FinalizeWorkflow})

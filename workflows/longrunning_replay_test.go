@@ -9,7 +9,6 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"reckon/workflows"
@@ -87,7 +86,7 @@ func TestLongRunningHistoriesReplay(t *testing.T) {
 				t.Errorf("recording: no %s activity", c.after)
 			}
 
-			r := worker.NewWorkflowReplayer()
+			r := workflows.NewTestReplayer(t)
 			r.RegisterWorkflowWithOptions(workflows.Archive, workflow.RegisterOptions{Name: "Archive"})
 			r.RegisterWorkflowWithOptions(workflows.PaneArchive, workflow.RegisterOptions{Name: workflows.PaneArchiveWorkflow})
 			r.RegisterWorkflowWithOptions(workflows.LateWatch, workflow.RegisterOptions{Name: workflows.LateWatchWorkflow})

@@ -177,7 +177,7 @@ func truthEnv(t *testing.T, f *fakeTruth) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	env := s.NewTestWorkflowEnvironment()
+	env := workflows.NewTestEnv(&s)
 	registerTruthWorkflows(env)
 	f.register(env)
 	return env

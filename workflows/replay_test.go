@@ -168,7 +168,7 @@ func TestTruthHistoriesReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := worker.NewWorkflowReplayer()
+			r := workflows.NewTestReplayer(t)
 			registerTruthWorkflows(r)
 			opts := worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: originalID(hist), RunID: "replayed"}}
 			if err := r.ReplayWorkflowHistoryWithOptions(nil, hist, opts); err != nil {

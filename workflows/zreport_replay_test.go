@@ -47,7 +47,7 @@ func TestZReportReplay(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			r := worker.NewWorkflowReplayer()
+			r := workflows.NewTestReplayer(t)
 			r.RegisterWorkflowWithOptions(workflows.ZReport, workflow.RegisterOptions{Name: workflows.ZReportWorkflow})
 			if err := r.ReplayWorkflowHistoryFromJSONFile(nil, f); err != nil {
 				t.Fatal(err)

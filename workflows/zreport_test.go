@@ -106,7 +106,7 @@ type zenv struct {
 func newZEnv(t *testing.T, ofdURL string) *zenv {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := NewTestEnv(&s)
 	env.SetStartTime(zClosed.Add(time.Hour))
 	env.RegisterWorkflowWithOptions(ZReport, workflow.RegisterOptions{Name: ZReportWorkflow})
 	z := &zenv{TestWorkflowEnvironment: env, rec: &recorder{}, lake: t.TempDir()}
@@ -336,7 +336,7 @@ func TestZReportRestartedAfterClose(t *testing.T) {
 	z.run(t, ZReportInput{ClosedHint: zClosed})
 
 	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := NewTestEnv(&s)
 	env.SetStartTime(zClosed.Add(40 * 24 * time.Hour))
 	env.RegisterWorkflowWithOptions(ZReport, workflow.RegisterOptions{Name: ZReportWorkflow})
 	rec := &recorder{}
@@ -499,7 +499,7 @@ func (f *flaky) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceR
 // its 30s StartToClose, the SDK's default ScheduleToClose).
 func TestZReportPublishOutlastsKafkaOutage(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
-	env := s.NewTestWorkflowEnvironment()
+	env := NewTestEnv(&s)
 	env.SetStartTime(zClosed.Add(time.Hour))
 	env.RegisterWorkflowWithOptions(ZReport, workflow.RegisterOptions{Name: ZReportWorkflow})
 	z := &zenv{TestWorkflowEnvironment: env, rec: &recorder{}, lake: t.TempDir()}
