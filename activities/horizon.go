@@ -290,7 +290,7 @@ func (a *BatchTruth) checkHorizon(ctx context.Context, st config.Stream, in Hori
 		if want := st.SettingsDigest(); p.Settings != want {
 			ferr = temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"truth: %s/%d: stream %s runs with other window settings (digest %s, this batch %s): "+
-					"align window, lateness, out_of_orderness, event types, key and value fields before correcting",
+					"align window, lateness, out_of_orderness, rolling, event types, key and value fields before correcting",
 				st.Topic, e.Partition, st.Name, p.Settings, want), ErrTypeTruthSettings, nil)
 			return
 		}

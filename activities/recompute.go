@@ -124,7 +124,8 @@ func TruthFileName(in RecomputeInput) string {
 }
 
 // RecomputeWindows recomputes the truth of a stream's windows from the
-// lake and publishes version latest+1, timing correction, where the latest
+// lake (and, for a stream with rolling set, of its events' rolling
+// features: recomputeFeatures, docs/adr/0038-feature-truth.md) and publishes version latest+1, timing correction, where the latest
 // published pane differs (or none exists). It reads what is published,
 // folds the lake's rows (dedup by event_id) into their windows as the
 // stream operator's own window code does (operator.Truth; foldLake) and
@@ -174,13 +175,13 @@ func (a *BatchTruth) RecomputeWindows(ctx context.Context, in RecomputeInput) (R
 	corrections, truthRows := d.Corrections, d.TruthRows
 	if in.DryRun {
 		res.Changes = changes(corrections)
-		return res, nil
+		return res, a.featureTruth(ctx, st, in, &res)
 	}
 	if len(corrections) == 0 {
 		if err := a.writeTruthTable(ctx, &res, in, truthRows); err != nil {
 			return res, err
 		}
-		return res, nil
+		return res, a.featureTruth(ctx, st, in, &res)
 	}
 	res.TransactionalID = TransactionalID(a.Cfg.Kafka.ClientID, st.Name, from)
 	// One attempt: a fenced or failed publish fails the activity, and the
@@ -197,7 +198,18 @@ func (a *BatchTruth) RecomputeWindows(ctx context.Context, in RecomputeInput) (R
 	rep.Superseded = int64(len(corrections) - len(published))
 	rep.Corrected = int64(len(published))
 	res.Changes = changes(published)
-	return res, nil
+	return res, a.featureTruth(ctx, st, in, &res)
+}
+
+// featureTruth runs the feature half of a recompute (recomputeFeatures)
+// for a stream with rolling set, after its windows: the window
+// corrections do not wait on it, and a retry after a failure here finds
+// them published and publishes nothing new.
+func (a *BatchTruth) featureTruth(ctx context.Context, st config.Stream, in RecomputeInput, res *RecomputeResult) error {
+	if st.Rolling <= 0 {
+		return nil
+	}
+	return a.recomputeFeatures(ctx, st, in, res)
 }
 
 // candidate is a correction found by a recompute, before publishing.

@@ -140,10 +140,21 @@ type TruthReport struct {
 	// Totals of absolute errors, so reports can be summed.
 	CountErrTotal float64 `json:"count_abs_err_total"`
 	SumErrTotal   float64 `json:"sum_abs_err_total"`
+	// Features: served features against their truth, for a stream with
+	// rolling set (nil otherwise).
+	Features *FeatureReport `json:"features,omitempty"`
 }
 
 // Add sums o into r (ranges widen; means are recomputed).
 func (r *TruthReport) Add(o TruthReport) {
+	if o.Features != nil {
+		var f FeatureReport // a copy: r may share its pointer with another report
+		if r.Features != nil {
+			f = *r.Features
+		}
+		f.Add(*o.Features)
+		r.Features = &f
+	}
 	if r.From.IsZero() || (!o.From.IsZero() && o.From.Before(r.From)) {
 		r.From = o.From
 	}

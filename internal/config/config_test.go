@@ -1,6 +1,9 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +109,26 @@ func TestDevS3PointsTheLakeAtTheDevServer(t *testing.T) {
 	}
 	if _, err := Load("", nil, []string{"dev.s3=true", "lake.root=/tmp/lake"}); err == nil || !strings.Contains(err.Error(), "dev.s3:") {
 		t.Errorf("dev.s3 with a directory root: %v", err)
+	}
+}
+
+// TestSettingsDigestRolling: the rolling size joins the settings digest
+// only when set, so a stream without features keeps its digest and a
+// changed rolling size changes it (docs/adr/0038-feature-truth.md).
+func TestSettingsDigestRolling(t *testing.T) {
+	s := Stream{Topic: "t", KeyField: "k", ValueField: "v", Window: time.Minute}
+	plain := s.SettingsDigest()
+	s.Rolling = 60 * time.Second
+	r60 := s.SettingsDigest()
+	s.Rolling = 30 * time.Second
+	r30 := s.SettingsDigest()
+	if plain == r60 || r60 == r30 || plain == r30 {
+		t.Fatalf("digests without rolling %s, rolling 60s %s, 30s %s: want all different", plain, r60, r30)
+	}
+	// The digest without rolling is the one streams published before it
+	// joined: the v1 text of the other settings.
+	h := sha256.Sum256(fmt.Appendf(nil, "v1\x00t\x00\x00k\x00v\x00%d\x000\x000", time.Minute))
+	if want := hex.EncodeToString(h[:8]); plain != want {
+		t.Fatalf("digest without rolling %s, want the earlier %s", plain, want)
 	}
 }

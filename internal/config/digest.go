@@ -12,13 +12,20 @@ import (
 // lands in and when a window closes: topic, event types, key and value
 // fields, window size, out-of-orderness and allowed lateness. The stream
 // publishes it with its progress; a batch whose own digest differs must not
-// correct the stream's panes with its windows (docs/adr/0015). Settings
-// that only change when panes are emitted (idle timeout, emit interval,
-// rolling features) are left out.
+// correct the stream's panes with its windows (docs/adr/0015). The
+// rolling feature size joins it only when set (docs/adr/0038): a batch
+// must not compare served features with truths of another size, and the
+// digest of a stream without features stays what it was. Settings that
+// only change when panes are emitted (idle timeout, emit interval) are
+// left out.
 func (s Stream) SettingsDigest() string {
 	types := slices.Clone(s.EventTypes)
 	slices.Sort(types)
-	h := sha256.Sum256(fmt.Appendf(nil, "v1\x00%s\x00%s\x00%s\x00%s\x00%d\x00%d\x00%d",
-		s.Topic, strings.Join(types, ","), s.KeyField, s.ValueField, s.Window, s.OutOfOrderness, s.AllowedLateness))
+	b := fmt.Appendf(nil, "v1\x00%s\x00%s\x00%s\x00%s\x00%d\x00%d\x00%d",
+		s.Topic, strings.Join(types, ","), s.KeyField, s.ValueField, s.Window, s.OutOfOrderness, s.AllowedLateness)
+	if s.Rolling > 0 {
+		b = fmt.Appendf(b, "\x00rolling=%d", s.Rolling)
+	}
+	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
 }
