@@ -92,6 +92,34 @@ func BenchmarkOperatorHotPath(b *testing.B) {
 	}
 }
 
+// BenchmarkOperatorHopping compares hopping windows with tumbling ones of
+// the same size in one run: 10 s windows, tumbling and advancing every 2 s
+// (the shape of Nexmark q5), count per key, the hot-path workload with a
+// 10k dedup set. A hopping event updates window/hop = 5 windows; the held
+// windows per key (windows/key) grow by the same factor.
+//
+//	go test ./streaming/operator -run '^$' -bench OperatorHopping -benchtime 2s -cpu 1
+func BenchmarkOperatorHopping(b *testing.B) {
+	for _, c := range []struct {
+		name        string
+		window, hop time.Duration
+	}{
+		{"tumbling=10s", 10 * time.Second, 0},
+		{"hopping=10s/2s", 10 * time.Second, 2 * time.Second},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			o := mustNew(b, Options{Window: c.window, Hop: c.hop, OutOfOrderness: 5 * time.Second, DedupMaxEntries: 10_000})
+			for i := range 10_000 { // ids the benchmark never sends
+				id := testID(i)
+				id[0] = 0xff
+				o.dd.add(id, benchBase.UnixNano())
+			}
+			benchRecords(b, o)
+			b.ReportMetric(float64(o.Stats().Windows)/benchKeys, "windows/key")
+		})
+	}
+}
+
 func benchRecords(b *testing.B, o *Operator) {
 	keys := make([]string, benchKeys)
 	for i := range keys {

@@ -34,9 +34,16 @@ var (
 type Options struct {
 	// Stream names the stream on emitted panes. Default "".
 	Stream string
-	// Window is the tumbling window size; windows are [start, start+Window)
+	// Window is the window size; windows are [start, start+Window)
 	// aligned to the Unix epoch, one per key. Default 0: no windows.
 	Window time.Duration
+	// Hop is the distance between window starts (hopping windows,
+	// docs/adr/0041-hopping-windows.md): a window starts at every multiple
+	// of Hop, and an event counts in each window covering it, the
+	// Window/Hop windows starting in (et − Window, et]. Each window keeps
+	// its own panes, versions, lateness and purge, as a tumbling one. Hop
+	// must divide Window. Default 0 (or equal to Window): tumbling.
+	Hop time.Duration
 	// Rolling is the rolling-feature size: for every event accepted for
 	// features, count and sum of the key's accepted events in
 	// (et − Rolling, et]. Default 0: no features.
@@ -93,6 +100,16 @@ func (opts Options) Validate() error {
 		}
 	}
 	neg("window", opts.Window)
+	neg("hop", opts.Hop)
+	switch {
+	case opts.Hop <= 0 || opts.Hop == opts.Window:
+	case opts.Window <= 0:
+		errs = append(errs, fmt.Errorf("%w: hop %v without a window", ErrOptions, opts.Hop))
+	case opts.Hop > opts.Window:
+		errs = append(errs, fmt.Errorf("%w: hop %v is longer than the window %v", ErrOptions, opts.Hop, opts.Window))
+	case opts.Window%opts.Hop != 0:
+		errs = append(errs, fmt.Errorf("%w: hop %v does not divide the window %v", ErrOptions, opts.Hop, opts.Window))
+	}
 	neg("rolling", opts.Rolling)
 	neg("out_of_orderness", opts.OutOfOrderness)
 	neg("allowed_lateness", opts.AllowedLateness)
@@ -214,6 +231,10 @@ type Operator struct {
 	opts Options
 	// Durations in nanoseconds; lateness and ttl may be math.MaxInt64.
 	size, roll, ooo, lateness, idle, emit int64
+	// hop is the distance between window starts: size for tumbling
+	// windows; hopping iff 0 < hop < size.
+	hop     int64
+	hopping bool
 
 	// Event-time clock. hasWM is false until the first record or the idle
 	// rule's first advance; after it, wm = max(wm, maxET − ooo) after every
@@ -283,6 +304,10 @@ func New(opts Options) (*Operator, error) {
 		sweepAt:  math.MinInt64,
 		keySeed:  maphash.MakeSeed(),
 	}
+	o.hop = o.size
+	if opts.Hop > 0 && opts.Hop < opts.Window {
+		o.hop, o.hopping = int64(opts.Hop), true
+	}
 	o.dd.init(int64(opts.DedupTTL), opts.DedupMaxEntries)
 	return o, nil
 }
@@ -315,6 +340,10 @@ func ts(n int64) time.Time { return time.Unix(0, n).UTC() }
 //   - the record goes to the late side output iff it was accepted by
 //     neither of the enabled parts.
 //
+// With hopping windows (Options.Hop) the window rule applies to each
+// window covering the record; it counts in those not purged and is late
+// only if it counts nowhere (applyHopping).
+//
 // Because end > et, a record accepted for features is always accepted for
 // its window; the converse does not hold: with lateness 0 a record with
 // et < wm < end updates its (not yet fired) window but gets no feature.
@@ -334,7 +363,7 @@ func (o *Operator) Process(r Record, out *Out) (Verdict, error) {
 	o.n.records++
 	var start, end int64
 	ref := windowRef{i: -1}
-	if o.size > 0 {
+	if o.size > 0 && !o.hopping {
 		start = floorTo(et, o.size)
 		end = addSat(start, o.size)
 		ref = o.peekWindow(r.Key, o.keyHash(r.Key), start)
@@ -343,7 +372,12 @@ func (o *Operator) Process(r Record, out *Out) (Verdict, error) {
 		o.n.duplicates++
 		return Duplicate, nil
 	}
-	v := o.apply(&r, et, start, end, ref, out)
+	var v Verdict
+	if o.hopping {
+		v = o.applyHopping(&r, et, out)
+	} else {
+		v = o.apply(&r, et, start, end, ref, out)
+	}
 	if p := min(et, r.Arrival.UnixNano()); !o.hasMaxET || p > o.maxET {
 		o.maxET, o.hasMaxET = p, true
 	}
@@ -380,6 +414,69 @@ func (o *Operator) apply(r *Record, et, start, end int64, ref windowRef, out *Ou
 		v |= InWindow
 	}
 	return v
+}
+
+// applyHopping is apply for hopping windows: the lateness decision, the
+// features and the update of every window covering et that is not purged
+// (end + L > wm). Windows that are purged are skipped; the record is late
+// only if it counts nowhere. Windows are updated in start order; a fired
+// one emits its late pane at once, as in apply.
+func (o *Operator) applyHopping(r *Record, et int64, out *Out) Verdict {
+	featureIn := o.roll > 0 && (!o.hasWM || et >= subSat(o.wm, o.lateness))
+	last := floorTo(et, o.hop) // the latest start covering et
+	n := o.size/o.hop - 1      // earlier starts covering et
+	for n > 0 && last < math.MinInt64+n*o.hop {
+		n-- // starts before int64's range: no window
+	}
+	first := last - n*o.hop
+	if o.hasWM {
+		// Skip the purged ones: a window is held while end + L > wm.
+		for first <= last && addSat(addSat(first, o.size), o.lateness) <= o.wm {
+			first += o.hop
+		}
+	}
+	windowIn := first <= last
+	if !featureIn && !windowIn {
+		o.n.late++
+		out.Late = append(out.Late, LateRecord{
+			Ref: r.Ref, ID: r.ID, Key: strings.Clone(r.Key), EventTime: ts(et), Value: r.Value,
+			Watermark: ts(o.wm), EmittedAt: ts(o.proc),
+		})
+		return Late
+	}
+	o.n.accepted++
+	v := Accepted
+	if featureIn {
+		o.feature(r, et, out)
+		v |= InFeatures
+	} else if o.roll > 0 {
+		o.n.featureLate++
+	}
+	if !windowIn {
+		return v
+	}
+	h := o.keyHash(r.Key)
+	owned := "" // the key's copy held by a window already: new windows share it
+	for s := first; ; s += o.hop {
+		end := addSat(s, o.size)
+		ref := o.peekWindow(r.Key, h, s)
+		if ref.i >= 0 {
+			owned = ref.b.wins[ref.i].key
+		} else {
+			if ref.b == nil {
+				ref.b = o.bucketFor(s, end)
+			}
+			if owned == "" {
+				owned = strings.Clone(r.Key)
+			}
+			ref.i = ref.b.add(window{key: owned, hash: h})
+		}
+		o.fold(r.Key, s, end, r.Value, ref, out)
+		if s >= last {
+			break
+		}
+	}
+	return v | InWindow
 }
 
 // observe moves the processing clock forward to t (never back) and expires

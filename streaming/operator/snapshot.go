@@ -24,7 +24,7 @@ var ErrSnapshot = errors.New("operator: bad snapshot")
 //
 //	"RKOP" version=1
 //	options: window rolling ooo lateness idle emit ttl max   (varints)
-//	flags(hasWM hasProc hasNextEmit hasAnchor noMaxET) wm maxET proc lastRecord wmAtRecord nextEmit
+//	flags(hasWM hasProc hasNextEmit hasAnchor noMaxET hopping) [hop] wm maxET proc lastRecord wmAtRecord nextEmit
 //	counters (11 uvarints)
 //	buckets: n { start fired nwins { key version dirty count sum min max } }
 //	rolling: n { key npts et0 (Δet)… value… }
@@ -33,7 +33,10 @@ var ErrSnapshot = errors.New("operator: bad snapshot")
 //
 // hasAnchor and noMaxET were added within version 1: a snapshot written
 // before them has neither bit, and there the anchor and maxET are valid
-// iff hasWM, as the decoder assumes.
+// iff hasWM, as the decoder assumes. hopping (and the hop varint after the
+// flags) was added within version 1 too: a tumbling operator writes neither,
+// so its snapshots are the bytes they always were; a hopping one's windows
+// start at multiples of the hop (docs/adr/0041-hopping-windows.md).
 const (
 	snapMagic   = "RKOP"
 	snapVersion = 1
@@ -66,7 +69,13 @@ func (o *Operator) Snapshot() []byte {
 	if o.hasWM && !o.hasMaxET {
 		flags |= 16
 	}
+	if o.hopping {
+		flags |= 32
+	}
 	b = append(b, flags)
+	if o.hopping {
+		b = binary.AppendVarint(b, o.hop)
+	}
 	for _, t := range []int64{o.wm, o.maxET, o.proc, o.lastRecord, o.wmAtRecord, o.nextEmit} {
 		b = binary.AppendVarint(b, t)
 	}
@@ -145,7 +154,7 @@ func (o *Operator) counterList() []*uint64 {
 }
 
 // Restore replaces the operator's state with a snapshot. The snapshot's
-// Window and Rolling must equal the operator's (they shape the state); the
+// Window, Hop and Rolling must equal the operator's (they shape the state); the
 // other options may differ and the operator's own apply from now on (a
 // smaller DedupMaxEntries evicts the oldest ids at once). On error the
 // state is unchanged.
@@ -188,8 +197,18 @@ func decodeSnapshot(opts Options, snap []byte) (*Operator, error) {
 	flags := r.byte()
 	o.hasWM, o.hasProc, o.hasNextEmit = flags&1 != 0, flags&2 != 0, flags&4 != 0
 	o.hasAnchor, o.hasMaxET = flags&8 != 0 || o.hasWM, o.hasWM && flags&16 == 0
-	if r.err == nil && (flags&^31 != 0 || (flags&16 != 0 && !o.hasWM)) {
+	if r.err == nil && (flags&^63 != 0 || (flags&16 != 0 && !o.hasWM)) {
 		return nil, bad("flags %#x", flags)
+	}
+	var hop int64 // the snapshot's: 0 for tumbling windows
+	if flags&32 != 0 {
+		hop = r.varint()
+	}
+	if want := o.hop; r.err == nil && ((flags&32 != 0) != o.hopping || (o.hopping && hop != want)) {
+		if !o.hopping {
+			want = 0
+		}
+		return nil, bad("hop %v, operator has hop %v (0: tumbling)", durString(hop), durString(want))
 	}
 	for _, t := range []*int64{&o.wm, &o.maxET, &o.proc, &o.lastRecord, &o.wmAtRecord, &o.nextEmit} {
 		*t = r.varint()
@@ -204,8 +223,8 @@ func decodeSnapshot(opts Options, snap []byte) (*Operator, error) {
 			break
 		}
 		start := r.varint()
-		if o.size == 0 || floorTo(start, o.size) != start {
-			return nil, bad("window start %d not aligned to %v", start, durString(o.size))
+		if o.size == 0 || floorTo(start, o.hop) != start {
+			return nil, bad("window start %d not aligned to %v", start, durString(o.hop))
 		}
 		if k := len(o.buckets); k > 0 && o.buckets[k-1].start >= start {
 			return nil, bad("window starts out of order")

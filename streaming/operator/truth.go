@@ -20,7 +20,16 @@ func TruthOptions(window time.Duration) Options {
 // Records whose time or value the operator cannot represent are reported by
 // the error, which wraps ErrRecord; the rest still count.
 func Truth(window time.Duration, records iter.Seq[Record]) ([]WindowAgg, error) {
-	o, err := New(TruthOptions(window))
+	return HoppingTruth(window, 0, records)
+}
+
+// HoppingTruth is Truth for hopping windows of size window starting every
+// hop (Options.Hop; 0 or window: tumbling): every window covering an event
+// counts it.
+func HoppingTruth(window, hop time.Duration, records iter.Seq[Record]) ([]WindowAgg, error) {
+	opts := TruthOptions(window)
+	opts.Hop = hop
+	o, err := New(opts)
 	if err != nil {
 		return nil, err
 	}
