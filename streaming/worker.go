@@ -167,7 +167,7 @@ func New(cfg *config.Config, log *slog.Logger, reg *metrics.Registry) (*Worker, 
 
 func operatorOptions(s config.Stream, wcfg config.StreamWorker) operator.Options {
 	return operator.Options{
-		Stream: s.Name, Window: s.Window, Rolling: s.Rolling,
+		Stream: s.Name, Window: s.Window, Hop: s.Hop, Rolling: s.Rolling,
 		OutOfOrderness: s.OutOfOrderness, AllowedLateness: s.AllowedLateness,
 		IdleTimeout: s.IdleTimeout, EmitInterval: s.EmitInterval,
 		DedupTTL: wcfg.DedupTTL, DedupMaxEntries: wcfg.DedupMaxEntries,

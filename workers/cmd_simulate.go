@@ -33,13 +33,14 @@ func runSimulate(ctx context.Context, cx *cmdContext) error {
 	fs.StringVar(&input, "input", "", "JSONL envelopes, each with a top-level arrived_at (RFC 3339); - for stdin (required)")
 	fs.StringVar(&keyPath, "key", "", "dotted path of the entity key, a JSON string, e.g. data.user (required)")
 	fs.StringVar(&valuePath, "value", "", "dotted path of the aggregated value, a finite JSON number, e.g. data.amount (required)")
-	fs.DurationVar(&sim.opts.Window, "window", 0, "tumbling window size, e.g. 5m; 0 = no windows")
+	fs.DurationVar(&sim.opts.Window, "window", 0, "window size, e.g. 5m; 0 = no windows")
+	fs.DurationVar(&sim.opts.Hop, "hop", 0, "hopping windows: a window starts every hop, which divides the window, e.g. 1m; 0 = tumbling")
 	fs.DurationVar(&sim.opts.Rolling, "rolling", 0, "rolling feature size, e.g. 60s; 0 = no features")
 	fs.DurationVar(&sim.opts.OutOfOrderness, "out-of-orderness", 0, "watermark = max event time seen − this")
 	fs.DurationVar(&sim.opts.AllowedLateness, "allowed-lateness", 0, "how long fired windows stay open for late panes")
 	fs.BoolVar(&sim.compare, "compare", false, "after the input, compare the stream's answers with a full recompute")
 	fs.Usage = func() {
-		fmt.Fprintln(cx.stderr, "usage: reckon simulate --input FILE --key PATH --value PATH [--window D] [--rolling D] [--out-of-orderness D] [--allowed-lateness D] [--compare]")
+		fmt.Fprintln(cx.stderr, "usage: reckon simulate --input FILE --key PATH --value PATH [--window D [--hop D]] [--rolling D] [--out-of-orderness D] [--allowed-lateness D] [--compare]")
 		fs.PrintDefaults()
 	}
 	if err := cx.parse(); err != nil {
@@ -224,7 +225,19 @@ func (sim *simulation) process(rec operator.Record) error {
 		sim.valid = append(sim.valid, rec)
 		sim.unique[rec.Key] = append(sim.unique[rec.Key], rec)
 		if sim.opts.Window > 0 {
-			sim.windowIDs[windowID{rec.Key, floorTime(rec.EventTime, sim.opts.Window)}] = struct{}{}
+			// Every window covering the event: one when tumbling,
+			// window/hop when hopping.
+			step := sim.opts.Window
+			if sim.opts.Hop > 0 {
+				step = sim.opts.Hop
+			}
+			et := rec.EventTime.UnixNano()
+			for s := floorTime(rec.EventTime, step); s > et-int64(sim.opts.Window) || et-int64(sim.opts.Window) > et; s -= int64(step) {
+				sim.windowIDs[windowID{rec.Key, s}] = struct{}{}
+				if s < math.MinInt64+int64(step) {
+					break // the next start is before int64's range
+				}
+			}
 		}
 		if v.Has(operator.InFeatures) {
 			sim.featured[rec.Key] = append(sim.featured[rec.Key], rec)
@@ -281,7 +294,7 @@ func (sim *simulation) emit() error {
 // order), then rolling features (key order).
 func (sim *simulation) compareAll() error {
 	if sim.opts.Window > 0 {
-		truth, err := operator.Truth(sim.opts.Window, slices.Values(sim.valid))
+		truth, err := operator.HoppingTruth(sim.opts.Window, sim.opts.Hop, slices.Values(sim.valid))
 		if err != nil {
 			return err
 		}

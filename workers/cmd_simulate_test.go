@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,6 +42,10 @@ var simulateCases = []struct {
 	{"seed001", []string{"--window", "5m", "--allowed-lateness", "5m", "--key", "data.kassa", "--value", "data.summa", "--compare"}},
 	// Windows and features together, every kind of invalid line, a duplicate.
 	{"edge", []string{"--window", "1m", "--rolling", "30s", "--key", "data.user", "--value", "data.nilai", "--compare"}},
+	// The hopping example (docs/requirements.md R-WIN-5a): 5-minute windows
+	// advancing every minute, 1-minute lateness; a late event, events late
+	// for some of their windows only, a duplicate.
+	{"hop000", []string{"--window", "5m", "--hop", "1m", "--allowed-lateness", "1m", "--key", "data.kassa", "--value", "data.summa", "--compare"}},
 }
 
 func simulate(t *testing.T, name string, args []string) (stdout, stderr string) {
@@ -307,5 +312,63 @@ func TestSimulateUsage(t *testing.T) {
 		strings.NewReader("\n\n"), &out, &errb, nil)
 	if code != 0 || out.String() != `{"type":"totals","events":0,"accepted":0,"late":0,"duplicates":0,"invalid":0}`+"\n" {
 		t.Errorf("empty stdin: exit %d out %q err %q", code, out.String(), errb.String())
+	}
+}
+
+// TestSimulateHop000 checks the hopping golden run against the example's
+// windows 12:00–12:05, 12:01–12:06 and 12:02–12:07, worked out by hand from
+// the definition (an event counts in each window starting in (et − 5m, et]):
+// K1's events are 12:00:30 (1), 12:01:30 (2), 12:02:30 (4), 12:06:10 (8),
+// then at watermark 12:06:10 12:00:45 (16; late: its windows end by 12:05
+// and are purged), 12:01:05 (32) and 12:03:00 (64).
+func TestSimulateHop000(t *testing.T) {
+	c := simulateCases[3]
+	if c.name != "hop000" {
+		t.Fatalf("simulateCases[3] is %s", c.name)
+	}
+	out, _ := simulate(t, c.name, c.args)
+	ls := simParse(t, out)
+	type fig struct{ count, sum, bcount, bsum float64 }
+	want := map[string]fig{
+		// 1+2+4 fired on time and was purged before 16, 32 and 64 came.
+		"12:00": {3, 7, 6, 119},
+		// 2+4 on time, then 32 and 64 as late panes (versions 2 and 3).
+		"12:01": {4, 102, 4, 102},
+		// 4+8+64, on time.
+		"12:02": {3, 76, 3, 76},
+	}
+	seen := 0
+	for _, l := range simOfType(ls, "compare") {
+		if l.Key != "K1" {
+			continue
+		}
+		start := strings.TrimSuffix(strings.TrimPrefix(l.WindowStart, "2026-11-07T"), ":00Z")
+		w, ok := want[start]
+		if !ok {
+			continue
+		}
+		seen++
+		if l.WindowEnd[11:16] != fmt.Sprintf("12:%02d", 5+seen-1) {
+			t.Errorf("window %s ends %s", start, l.WindowEnd)
+		}
+		if float64(l.Stream.Count) != w.count || l.Stream.Sum != w.sum || float64(l.Batch.Count) != w.bcount || l.Batch.Sum != w.bsum {
+			t.Errorf("window %s: %s, want stream %v/%v batch %v/%v", start, l.raw, w.count, w.sum, w.bcount, w.bsum)
+		}
+	}
+	if seen != 3 {
+		t.Fatalf("%d of the example's windows compared, want 3", seen)
+	}
+	var versions []int64
+	for _, l := range simOfType(ls, "pane") {
+		if l.Key == "K1" && l.WindowStart == "2026-11-07T12:01:00Z" {
+			versions = append(versions, l.Version)
+		}
+	}
+	if fmt.Sprint(versions) != "[1 2 3]" {
+		t.Errorf("12:01–12:06 panes versions %v, want [1 2 3]", versions)
+	}
+	tot := simOfType(ls, "totals")[0]
+	if tot.Events != 10 || tot.Accepted != 8 || tot.Late != 1 || tot.Duplicates != 1 {
+		t.Errorf("totals %s", tot.raw)
 	}
 }

@@ -119,8 +119,13 @@ type Stream struct {
 	// ValueField is the numeric data field aggregated (sum/min/max).
 	// Empty: each event counts with value 0.
 	ValueField string `yaml:"value_field"`
-	// Window is the tumbling window size. Default 1h.
+	// Window is the window size. Default 1h.
 	Window time.Duration `yaml:"window"`
+	// Hop makes the windows hopping: a window of size Window starts every
+	// Hop, and an event counts in each window covering it
+	// (docs/adr/0041-hopping-windows.md). It must divide Window. Default 0
+	// (or equal to Window): tumbling.
+	Hop time.Duration `yaml:"hop"`
 	// OutOfOrderness is subtracted from the max event time to get the
 	// watermark. Default 5s.
 	OutOfOrderness time.Duration `yaml:"out_of_orderness"`
@@ -564,6 +569,15 @@ func (c *Config) Validate() error {
 		}
 		if s.Window < 0 || (s.Window > 0 && (24*time.Hour)%s.Window != 0) {
 			bad("%s.window: %v must be positive and divide a day", at, s.Window)
+		}
+		switch {
+		case s.Hop < 0:
+			bad("%s.hop: %v must not be negative", at, s.Hop)
+		case s.Hop == 0 || s.Window <= 0:
+		case s.Hop > s.Window:
+			bad("%s.hop: %v is longer than the window %v", at, s.Hop, s.Window)
+		case s.Window%s.Hop != 0:
+			bad("%s.hop: %v does not divide the window %v", at, s.Hop, s.Window)
 		}
 		if s.OutOfOrderness < 0 {
 			bad("%s.out_of_orderness: must not be negative", at)

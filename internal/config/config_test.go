@@ -132,3 +132,58 @@ func TestSettingsDigestRolling(t *testing.T) {
 		t.Fatalf("digest without rolling %s, want the earlier %s", plain, want)
 	}
 }
+
+// TestValidateHop names each bad hop, accepts a dividing one, and gives a
+// hopping stream its own settings digest while a tumbling one keeps the
+// digest it always had.
+func TestValidateHop(t *testing.T) {
+	c, err := Parse([]byte(`
+kafka: {brokers: ["127.0.0.1:9092"]}
+gate: {allow_unknown_types: true}
+streams:
+  - {name: neg, topic: t, event_types: [x.y], key_field: k, window: 5m, hop: -1m}
+  - {name: long, topic: t, event_types: [x.y], key_field: k, window: 5m, hop: 10m}
+  - {name: odd, topic: t, event_types: [x.y], key_field: k, window: 5m, hop: 2m}
+  - {name: good, topic: t, event_types: [x.y], key_field: k, window: 5m, hop: 1m}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.fillDefaults()
+	err = c.Validate()
+	for _, want := range []string{"streams[0].hop: -1m0s must not be negative", "streams[1].hop: 10m0s is longer than the window 5m0s",
+		"streams[2].hop: 2m0s does not divide the window 5m0s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "streams[3]") {
+		t.Errorf("a dividing hop refused:\n%v", err)
+	}
+	tumbling := Stream{Topic: "t", EventTypes: []string{"x.y"}, KeyField: "k", Window: 5 * time.Minute}
+	// The v1 digest of a tumbling stream, as streams published it before
+	// hops existed: sha256 of the settings line, first 8 bytes.
+	if d := tumbling.SettingsDigest(); d != tumblingDigest(tumbling) {
+		t.Errorf("tumbling digest %s changed", d)
+	}
+	same := tumbling
+	same.Hop = tumbling.Window // equal: tumbling
+	hop := tumbling
+	hop.Hop = time.Minute
+	hop2 := tumbling
+	hop2.Hop = 5 * time.Minute / 2
+	if same.SettingsDigest() != tumbling.SettingsDigest() || hop.SettingsDigest() == tumbling.SettingsDigest() ||
+		hop.SettingsDigest() == hop2.SettingsDigest() {
+		t.Errorf("digests: tumbling %s, hop=window %s, hop=1m %s, hop=2m30s %s",
+			tumbling.SettingsDigest(), same.SettingsDigest(), hop.SettingsDigest(), hop2.SettingsDigest())
+	}
+	if !hop.Hopping() || same.Hopping() || hop.Step() != time.Minute || same.Step() != 5*time.Minute {
+		t.Error("Hopping/Step")
+	}
+}
+
+func tumblingDigest(s Stream) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "v1\x00%s\x00%s\x00%s\x00%s\x00%d\x00%d\x00%d",
+		s.Topic, strings.Join(s.EventTypes, ","), s.KeyField, s.ValueField, s.Window, s.OutOfOrderness, s.AllowedLateness))
+	return hex.EncodeToString(h[:8])
+}

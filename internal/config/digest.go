@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // SettingsDigest identifies the settings that decide which window an event
@@ -15,7 +16,8 @@ import (
 // correct the stream's panes with its windows (docs/adr/0015). The
 // rolling feature size joins it only when set (docs/adr/0038): a batch
 // must not compare served features with truths of another size, and the
-// digest of a stream without features stays what it was. Settings that
+// digest of a stream without features stays what it was; so does the
+// hop, for hopping streams only (docs/adr/0041). Settings that
 // only change when panes are emitted (idle timeout, emit interval) are
 // left out.
 func (s Stream) SettingsDigest() string {
@@ -26,6 +28,23 @@ func (s Stream) SettingsDigest() string {
 	if s.Rolling > 0 {
 		b = fmt.Appendf(b, "\x00rolling=%d", s.Rolling)
 	}
+	if s.Hopping() {
+		// Hopping streams only, as rolling: a tumbling stream's digest stays
+		// the one its published progress carries.
+		b = fmt.Appendf(b, "\x00hop=%d", s.Hop)
+	}
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
+}
+
+// Hopping reports whether the stream's windows hop: 0 < Hop < Window.
+func (s Stream) Hopping() bool { return s.Hop > 0 && s.Hop < s.Window }
+
+// Step is the distance between window starts: Hop for a hopping stream,
+// Window otherwise.
+func (s Stream) Step() time.Duration {
+	if s.Hopping() {
+		return s.Hop
+	}
+	return s.Window
 }
