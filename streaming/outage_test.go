@@ -2,6 +2,7 @@ package streaming
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"reckon/internal/testing/testlog"
 )
@@ -31,6 +33,24 @@ func startBroker(t *testing.T, dir string, port int) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// holdNextEndTxn holds the next EndTxn the broker receives until the broker
+// closes, then drops its connection unanswered; the channel is closed once
+// it is held.
+func holdNextEndTxn(t *testing.T, c *kfake.Cluster) <-chan struct{} {
+	t.Helper()
+	held, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.DropControl()
+		close(held)
+		// Sleep this request (other connections go on) until the broker
+		// closes, which ends the sleep.
+		c.SleepControl(func() { <-release })
+		return nil, errors.New("broker gone"), true
+	})
+	return held
 }
 
 // TestStreamSurvivesBrokerOutage: the broker goes away while the stream
@@ -93,15 +113,26 @@ func TestStreamSurvivesBrokerOutage(t *testing.T) {
 		n := committedTotal(t, cfg)
 		return n > 0, strconv.FormatInt(n, 10) + " offsets committed"
 	})
-	// Mid-stream: the worker is most likely inside a transaction with
-	// outputs; if it is between two, its next transaction (a tick's state
-	// and progress, at least) meets the outage all the same.
+	// The barrier: the broker holds the worker's next EndTxn and goes away
+	// with it unanswered, so the outage meets a transaction that cannot
+	// end (a session lost), whatever the machine's pace. Without it an
+	// idle worker could meet the outage between transactions, as a
+	// rebalance abort of its next one; that path must keep it running too.
+	held := holdNextEndTxn(t, b)
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("the stream worker ended before its next transaction: %v\n%s", err, lb.String())
+	}
 	b.Close()
 	downAt := time.Now()
-	waitFor(t, 2*time.Minute, "the worker to lose its session and wait for the broker", func() (bool, string) {
-		running("during the outage")
-		return strings.Contains(lb.String(), "stream transaction session lost"), "no lost session in the log yet"
-	})
+	waitFor(t, 2*time.Minute, "the worker to lose its session (or abort on a rebalance) and wait for the broker",
+		func() (bool, string) {
+			running("during the outage")
+			l := lb.String()
+			return strings.Contains(l, "stream transaction session lost") ||
+				strings.Contains(l, "transaction aborted (rebalance)"), "no lost session or aborted transaction in the log yet"
+		})
 	running("during the outage")
 	startBroker(t, dir, port)
 	t.Logf("broker back on %s after %v", addr, time.Since(downAt).Round(time.Millisecond))
