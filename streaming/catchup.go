@@ -26,8 +26,17 @@ import (
 // the last stable offset it had when it was assigned
 // (docs/adr/0015-stream-progress.md).
 
-// probeWait bounds one look at what waits in a partition.
+// probeWait bounds the run loop's own look at the last stable offsets of
+// partitions without a clock (watchClockless): the loop waits on it, and
+// looks again a second later.
 const probeWait = time.Second
+
+// readBound bounds a read of offsets below a last stable offset (a probe of
+// recordWaiting, lastRecords): such a read always ends, as soon as the
+// broker answers, so the bound is for a broker that stopped answering. It
+// was probeWait: on a loaded machine the read gave up after a second and
+// was retried with a new client, again and again.
+const readBound = 30 * time.Second
 
 // holdTicks holds the partition's ticks until the records before offset
 // lso are processed.
@@ -113,13 +122,13 @@ func (w *Worker) recordWaiting(ctx context.Context, k tp, from, to int64) (waiti
 		return false, time.Time{}, err
 	}
 	defer cl.Close()
-	pctx, cancel := context.WithTimeout(ctx, probeWait)
+	pctx, cancel := context.WithTimeout(ctx, readBound)
 	defer cancel()
 	for {
 		fs := cl.PollFetches(pctx)
 		if err := pctx.Err(); err != nil {
 			return false, time.Time{}, fmt.Errorf("streaming: nothing read from %s/%d offset %d within %v: %w",
-				k.topic, k.partition, from, probeWait, err)
+				k.topic, k.partition, from, readBound, err)
 		}
 		for _, fe := range fs.Errors() {
 			if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {

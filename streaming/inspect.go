@@ -301,8 +301,9 @@ type span struct{ from, to int64 }
 // included, and returns the offset of the last record in each span, -1
 // where it holds markers and aborted records only. Below a partition's
 // last stable offset a span's last offset is a record or a marker, so the
-// read ends there; a span it does not reach within probeWait (a
-// transaction still open) fails the read.
+// read ends there; above it the read waits for the open transaction to
+// end. A span it does not reach within readBound (a transaction left open
+// by a dead producer, until the broker aborts it) fails the read.
 func lastRecords(ctx context.Context, cfg config.Kafka, spans map[tp]span) (map[tp]int64, error) {
 	from := map[string]map[int32]kgo.Offset{}
 	out := map[tp]int64{}
@@ -322,13 +323,13 @@ func lastRecords(ctx context.Context, cfg config.Kafka, spans map[tp]span) (map[
 		return nil, err
 	}
 	defer cl.Close()
-	pctx, cancel := context.WithTimeout(ctx, probeWait)
+	pctx, cancel := context.WithTimeout(ctx, readBound)
 	defer cancel()
 	left := maps.Clone(spans)
 	for len(left) > 0 {
 		fs := cl.PollFetches(pctx)
 		if err := pctx.Err(); err != nil {
-			return nil, fmt.Errorf("streaming: the ends of %d partitions not read within %v: %w", len(left), probeWait, err)
+			return nil, fmt.Errorf("streaming: the ends of %d partitions not read within %v: %w", len(left), readBound, err)
 		}
 		for _, fe := range fs.Errors() {
 			if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
