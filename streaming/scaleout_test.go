@@ -82,8 +82,16 @@ func scaleOut(t *testing.T, want outputs, kill bool) {
 	cfg, recs := scaleOutEnv(t)
 	half := len(recs) / 2
 
-	// B runs in this process and survives; A leaves.
+	// B runs in this process and survives; A leaves. B, alone in the group
+	// first, restores every partition (empty ones too: each publishes
+	// progress) before A joins: a restore still running when A joined was
+	// logged after the split, as if B had processed one of A's partitions.
 	b := startWorker(t, withInstance(cfg, "b"))
+	all := waitGroup(t, cfg, 1)[0]
+	waitFor(t, 3*time.Minute, "B to restore every partition before A joins", func() (bool, string) {
+		got := assigned(b.logs())
+		return len(got) == len(all), fmt.Sprintf("B restored %v of %v", sortedSet(got), all)
+	})
 	var a interface {
 		stop()
 		logs() string
@@ -95,9 +103,8 @@ func scaleOut(t *testing.T, want outputs, kill bool) {
 	}
 	split := waitGroup(t, cfg, 2)
 	t.Logf("assignment with two members: %v", split)
-	// B, alone in the group first, restored every partition (empty ones
-	// too: each publishes progress); what it restores from here on is what
-	// the split and A's leaving give it.
+	// What B restores from here on is what the split and A's leaving give
+	// it.
 	bFrom := len(b.logs())
 	bLogs := func() string { return b.logs()[bFrom:] }
 
