@@ -218,7 +218,7 @@ func TestPublishZReport(t *testing.T) {
 	if _, err := a.PublishZReport(context.Background(), pubs); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var got []*kgo.Record
 	for len(got) < 8 {

@@ -54,7 +54,7 @@ func TestWaitCaughtUpPastTransactionMarkers(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- w.Run(ctx) }()
-			wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			werr := WaitCaughtUp(wctx, cfg)
 			wcancel()
 			cancel()

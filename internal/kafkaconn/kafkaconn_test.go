@@ -50,7 +50,7 @@ func ping(t *testing.T, cfg config.Kafka) error {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return cl.Ping(ctx)
 }
@@ -65,7 +65,7 @@ func TestSASLSCRAM(t *testing.T) {
 				t.Fatalf("right password: %v", err)
 			}
 			// WaitReady and the admin client take the same path.
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if err := WaitReady(ctx, cfg); err != nil {
 				t.Fatalf("WaitReady: %v", err)

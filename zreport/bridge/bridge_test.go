@@ -215,7 +215,7 @@ func TestBridge(t *testing.T) {
 	}
 	defer b.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	closed := time.Date(2026, 1, 1, 23, 0, 0, 0, time.UTC)
 	types := []string{zreport.TypeOFD, zreport.TypeDWH, zreport.TypeRMS}
@@ -293,7 +293,7 @@ func TestBridge(t *testing.T) {
 // it until its context ended, never committing again. The dead letter is
 // cut to fit, says so, and the part after it is signalled and committed.
 func TestDeadLetterOverTopicLimit(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	partsTopic, dlqTopic, base, pc, adm := deployTopics(ctx, t, "zreport-parts", "reckon-dlq")
 	if dlqTopic.MaxMessageBytes != kafkaconn.MaxRecordBytes || partsTopic.MaxMessageBytes != kafkaconn.MaxRecordBytes {
@@ -403,7 +403,7 @@ func committed(ctx context.Context, t *testing.T, adm *kadm.Client, group string
 // in one call, in order, before committing.
 func TestCommitOnlyAfterBatchAccepted(t *testing.T) {
 	base, pc := seededCluster(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	adm := kadm.NewClient(pc)
 
@@ -501,7 +501,7 @@ func TestLingerCoalescesPartsArrivingApart(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tc := &fakeTemporal{}
 	// The longest linger the bridge allows: the second part must arrive
@@ -541,7 +541,9 @@ func TestLingerCoalescesPartsArrivingApart(t *testing.T) {
 // its group. Restarted with the same InstanceID it is the same static
 // member and gets its partitions back at once; as a new (dynamic) member it
 // waits until the broker gives up on the dead one, the group's session
-// timeout (45 s, longer than this test's deadline).
+// timeout: 5 minutes here, well beyond the test's 2-minute bound, so a slow
+// machine can neither fail the static member (it once had 30 s against a
+// 45 s session) nor pass a dynamic one.
 func TestStaticMemberRestartsAtOnce(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "parts", "dlq"))
 	if err != nil {
@@ -555,7 +557,7 @@ func TestStaticMemberRestartsAtOnce(t *testing.T) {
 	}
 	t.Cleanup(pc.Close)
 	adm := kadm.NewClient(pc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	produce := func(i int) {
 		t.Helper()
@@ -569,7 +571,9 @@ func TestStaticMemberRestartsAtOnce(t *testing.T) {
 	tc := &fakeTemporal{}
 	newBridge := func() *Bridge {
 		t.Helper()
-		b, err := New(base, tc, Options{Topic: "parts", Group: "g", InstanceID: "batch-1", DLQTopic: "dlq", TaskQueue: "q", Gate: gateOptions()})
+		opts := append(base, kgo.SessionTimeout(5*time.Minute), kgo.RebalanceTimeout(5*time.Minute))
+		b, err := New(opts, tc, Options{Topic: "parts", Group: "g", InstanceID: "batch-1", DLQTopic: "dlq",
+			TaskQueue: "q", Gate: gateOptions()})
 		if err != nil {
 			t.Fatal(err)
 		}
