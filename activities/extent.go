@@ -14,7 +14,10 @@ type ExtentInput struct {
 }
 
 // RecomputeExtent returns the end of the last window in [From, To) that
-// has events in the lake or a published pane (From when none has): the
+// has events in the lake or a published pane (From when none has); for
+// hopping windows the window boundary after the last window start that
+// has (docs/adr/0041), counting the events after To that windows
+// starting before To cover: the
 // part of a range a recompute must wait for and check. A range whose end
 // lies in the future (today) is thereby checked as far as it has data, and
 // a stream whose traffic stopped early need not wait for the day's end.
@@ -31,14 +34,16 @@ func (a *BatchTruth) RecomputeExtent(ctx context.Context, in ExtentInput) (time.
 	from, to := in.From.UTC(), in.To.UTC()
 	end := from
 	win := int64(st.Window)
+	// The events the range's windows cover: hopping ones reach past To.
+	scanTo := windowsEnd(st, to)
 	// The lake: the last event hour directory holding rows of the range.
-	hours, err := a.Lake.RawHours(ctx, st.Topic, from, to)
+	hours, err := a.Lake.RawHours(ctx, st.Topic, from, scanTo)
 	if err != nil {
 		return time.Time{}, err
 	}
 	for i := len(hours) - 1; i >= 0; i-- {
 		h := hours[i]
-		qf, qt := maxTime(h, from), minTime(h.Add(time.Hour), to)
+		qf, qt := maxTime(h, from), minTime(h.Add(time.Hour), scanTo)
 		var last int64
 		found := false
 		if _, err := a.Lake.Scan(ctx, lake.Query{Topic: st.Topic, From: qf, To: qt, EventTypes: st.EventTypes}, lake.ColOccurredAt, func(r *lake.RawRow) error {
@@ -57,12 +62,12 @@ func (a *BatchTruth) RecomputeExtent(ctx context.Context, in ExtentInput) (time.
 	// Published panes: a window the stream published must be checked even
 	// if the lake does not hold its events yet (they are archived by the
 	// time the horizon passes).
-	pub := newWindowTable(from, to, st.Window)
+	pub := newWindowTable(from, to, st.Step())
 	if err := a.loadPublished(ctx, pub, st.Name, from, to); err != nil {
 		return time.Time{}, err
 	}
 	for _, c := range pub.cells {
-		if e := time.Unix(0, c.start+win).UTC(); e.After(end) {
+		if e := time.Unix(0, floorNanos(c.start, win)+win).UTC(); e.After(end) {
 			end = e
 		}
 	}

@@ -23,7 +23,10 @@ import (
 // sees them, on rows made to hit every rule: redeliveries, an event_id
 // reused with another time or key (inside and across chunks), ids that
 // are not canonical UUIDs, values that are not finite, and windows of 7
-// minutes, whose 63-minute chunks cut across the lake's hours.
+// minutes, whose 63-minute chunks cut across the lake's hours; and with
+// hopping windows (7 minutes every minute, docs/adr/0041), whose chunks
+// scan 6 minutes past their last window start, events after the range's
+// end included.
 func TestFoldMatchesOperatorTruth(t *testing.T) {
 	lk, err := lake.Open(lake.Options{Root: t.TempDir()})
 	if err != nil {
@@ -54,7 +57,9 @@ func TestFoldMatchesOperatorTruth(t *testing.T) {
 		return fmt.Sprintf("%08x-0000-4000-8000-%012x", n, n*7919)
 	}
 	for i := range 20_000 {
-		occ := from.UnixMicro() + rng.Int64N(to.Sub(from).Microseconds())
+		// Some events after the range's end: only hopping windows that
+		// start inside it hold them.
+		occ := from.UnixMicro() + rng.Int64N(to.Add(10*time.Minute).Sub(from).Microseconds())
 		r := lake.RawRow{
 			EventID: uuidOf(i), EventType: "fold.ev", OccurredAt: occ, IngestedAt: occ + rng.Int64N(600_000_000),
 			Key: fmt.Sprintf("k%02d", rng.IntN(30)), Value: float64(rng.IntN(1_000_000)) / 100,
@@ -89,11 +94,15 @@ func TestFoldMatchesOperatorTruth(t *testing.T) {
 	}
 
 	// A stream without a value field counts every event with value 0.
-	for _, field := range []string{"v", ""} {
-		t.Run("value_field="+field, func(t *testing.T) {
+	for _, c := range []struct {
+		field string
+		hop   time.Duration
+	}{{"v", 0}, {"", 0}, {"v", time.Minute}} {
+		t.Run(fmt.Sprintf("value_field=%s,hop=%v", c.field, c.hop), func(t *testing.T) {
 			st := st
-			st.ValueField = field
-			tab := newWindowTable(from, to, st.Window)
+			st.ValueField, st.Hop = c.field, c.hop
+			span := st.Window - st.Step()
+			tab := newWindowTable(from, to, st.Step())
 			for k, e := range emitted {
 				tab.addPane(cellID{tab.intern(k.key), k.start}, paneFig{version: 1}, event.ComputedByStream, e)
 			}
@@ -103,23 +112,33 @@ func TestFoldMatchesOperatorTruth(t *testing.T) {
 			}
 
 			// The reference: operator.Truth over each chunk's scan, as the
-			// recompute did before foldLake, and the beyond counts of that scan.
+			// recompute did before foldLake, and the beyond counts of that
+			// scan. A chunk holds the windows starting in [cf, ct) and
+			// scans the events they cover, [cf, ct + span).
 			want := map[winKey]event.Agg{}
 			beyond := map[winKey]int64{}
 			step := 63 * time.Minute
 			for cf := from; cf.Before(to); cf = cf.Add(step) {
+				ct := cf.Add(step)
+				if ct.After(to) {
+					ct = to
+				}
+				in := func(start int64) bool { return start >= cf.UnixNano() && start < ct.UnixNano() }
 				var scanErr error
 				seq := iter.Seq[operator.Record](func(yield func(operator.Record) bool) {
-					_, scanErr = lk.Scan(t.Context(), lake.Query{Topic: topic, From: cf, To: cf.Add(step), EventTypes: st.EventTypes},
+					_, scanErr = lk.Scan(t.Context(), lake.Query{Topic: topic, From: cf, To: ct.Add(span), EventTypes: st.EventTypes},
 						lake.ColEventID|lake.ColKey|lake.ColValue|lake.ColOccurredAt|lake.ColIngestedAt,
 						func(r *lake.RawRow) error {
 							id, ok := operator.ParseEventID(r.EventID)
 							if !ok {
 								return nil
 							}
-							k := winKey{r.Key, floorNanos(r.OccurredTime().UnixNano(), win)}
-							if e, ok := emitted[k]; !ok || r.IngestedAt > e {
-								beyond[k]++
+							occ := r.OccurredTime().UnixNano()
+							for s := floorNanos(occ, int64(st.Step())); s > occ-win; s -= int64(st.Step()) {
+								k := winKey{r.Key, s}
+								if e, ok := emitted[k]; in(s) && (!ok || r.IngestedAt > e) {
+									beyond[k]++
+								}
 							}
 							v := r.Value
 							if st.ValueField == "" {
@@ -131,7 +150,7 @@ func TestFoldMatchesOperatorTruth(t *testing.T) {
 							return nil
 						})
 				})
-				ws, err := operator.Truth(st.Window, seq)
+				ws, err := operator.HoppingTruth(st.Window, st.Hop, seq)
 				if scanErr != nil {
 					t.Fatal(scanErr)
 				}
@@ -139,7 +158,9 @@ func TestFoldMatchesOperatorTruth(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, w := range ws {
-					want[winKey{w.Key, w.Start.UnixNano()}] = w.Agg
+					if in(w.Start.UnixNano()) {
+						want[winKey{w.Key, w.Start.UnixNano()}] = w.Agg
+					}
 				}
 			}
 

@@ -25,8 +25,9 @@ type PartitionOffset struct {
 	Offset    int64 `json:"offset"`
 }
 
-// HorizonInput asks whether windows of Stream ending at or before To are
-// final: the stream has purged them for good and the lake holds every
+// HorizonInput asks whether windows of Stream starting before To are
+// final (for tumbling windows: ending at or before To; hopping ones end
+// by To + window − hop, docs/adr/0041): the stream has purged them for good and the lake holds every
 // record the stream could have counted in them.
 type HorizonInput struct {
 	Stream string
@@ -77,8 +78,9 @@ type HorizonResult struct {
 	// To is the range end checked: the input's, or for SoFar the end
 	// picked (zero while nothing of the range is final yet).
 	To time.Time `json:",omitzero"`
-	// PurgeAt is To + allowed lateness: every partition's published
-	// purged-through point must reach it.
+	// PurgeAt is To + allowed lateness (+ window − hop for hopping
+	// windows): every partition's published purged-through point must
+	// reach it.
 	PurgeAt time.Time
 	Waiting string
 	// Causes classifies Waiting's lines, one Horizon* cause per line
@@ -132,7 +134,9 @@ const horizonPollEvery = time.Second
 //     window settings as this batch (else a non-retryable
 //     ErrTypeTruthSettings: correcting with other windows would be wrong);
 //   - its purged-through point (watermark − allowed lateness, committed
-//     with the consumer offset) is at or past in.To: the stream will
+//     with the consumer offset) is at or past in.To (in.To + window − hop
+//     for hopping windows: the end of the last window starting before
+//     in.To, windowsEnd): the stream will
 //     publish no pane of those windows again and sends their events to the
 //     late topic. The first progress seen so fixes the partition's target:
 //     its NextOffset (HorizonTarget), captured once and carried by the
@@ -303,7 +307,7 @@ func (a *BatchTruth) checkHorizon(ctx context.Context, st config.Stream, in Hori
 	if in.SoFar && len(h.targets) == 0 && h.res.Waiting == "" {
 		h.pickSoFar(parts, progs)
 	}
-	h.res.PurgeAt = h.res.To.Add(st.AllowedLateness)
+	h.res.PurgeAt = windowsEnd(st, h.res.To).Add(st.AllowedLateness)
 	if !h.res.To.IsZero() {
 		for _, part := range parts {
 			if err := h.partition(ctx, part, progs); err != nil {
@@ -351,12 +355,7 @@ func (h *horizonCheck) pickSoFar(parts []int32, progs map[int32]event.StreamProg
 		h.res.To = time.Time{}
 		return
 	}
-	// A window end, at most To (which need not be one: the finalizer's
-	// steps end at the first window end past an hour).
-	if low.After(h.in.To) {
-		low = h.in.To
-	}
-	end := time.Unix(0, floorNanos(low.UnixNano(), int64(h.st.Window))).UTC()
+	end := finalStarts(h.st, low, h.in.To)
 	if !end.After(h.in.From) {
 		h.wait(HorizonWatermark, fmt.Sprintf("%s: no window from %s on is final yet (the stream has purged through %s)",
 			h.st.Topic, fmtTime(h.in.From), fmtTime(low)))
@@ -384,7 +383,7 @@ func (h *horizonCheck) partition(ctx context.Context, part int32, progs map[int3
 	case p.Watermark.IsZero():
 		h.noWatermark(at, p)
 		return nil
-	case p.PurgedThrough.Before(h.res.To):
+	case p.PurgedThrough.Before(windowsEnd(h.st, h.res.To)):
 		h.wait(HorizonWatermark, fmt.Sprintf("%s: watermark %s < %s needed (last progress %v ago)",
 			at, fmtTime(p.Watermark), fmtTime(h.res.PurgeAt), h.ago(p)))
 		return nil
@@ -402,4 +401,23 @@ func (h *horizonCheck) partition(ctx context.Context, part int32, progs map[int3
 			at, lp.NextOffset, t.Offset, fmtTime(h.res.To)))
 	}
 	return nil
+}
+
+// windowsEnd is when every window of st starting before to has ended:
+// to for tumbling windows, to + window − hop for hopping ones.
+func windowsEnd(st config.Stream, to time.Time) time.Time {
+	return to.Add(st.Window - st.Step())
+}
+
+// finalStarts is the end of the range of window starts that a stream
+// purged through low has made final, on a window boundary and at most to
+// (which need not be one: the finalizer's steps end at the first window
+// end past an hour): windows starting before it end by low. The inverse of
+// windowsEnd.
+func finalStarts(st config.Stream, low, to time.Time) time.Time {
+	low = low.Add(st.Step() - st.Window)
+	if low.After(to) {
+		low = to
+	}
+	return time.Unix(0, floorNanos(low.UnixNano(), int64(st.Window))).UTC()
 }

@@ -86,10 +86,11 @@ func (f paneFig) agg() event.Agg {
 	return event.Agg{Count: f.count, Sum: f.sum, Min: f.min, Max: f.max}
 }
 
-// newWindowTable returns an empty table for windows of size window of
-// the range [from, to).
-func newWindowTable(from, to time.Time, window time.Duration) *windowTable {
-	t := &windowTable{keyID: map[string]int32{}, index: map[cellID]int32{}, base: from.UnixNano(), win: int64(window)}
+// newWindowTable returns an empty table for the windows starting in
+// [from, to), one every step (the window size, or the hop of hopping
+// windows).
+func newWindowTable(from, to time.Time, step time.Duration) *windowTable {
+	t := &windowTable{keyID: map[string]int32{}, index: map[cellID]int32{}, base: from.UnixNano(), win: int64(step)}
 	if t.win > 0 && to.After(from) {
 		t.nWin = (to.UnixNano() - t.base + t.win - 1) / t.win
 	}

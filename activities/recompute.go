@@ -151,7 +151,7 @@ func (a *BatchTruth) RecomputeWindows(ctx context.Context, in RecomputeInput) (R
 	from, to := in.From.UTC(), in.To.UTC()
 	res.Report = TruthReport{Stream: st.Name, From: from, To: to, DryRun: in.DryRun}
 
-	t := newWindowTable(from, to, st.Window)
+	t := newWindowTable(from, to, st.Step())
 	var keys []string // of a targeted recompute: the only keys scanned
 	if len(in.Windows) > 0 {
 		t.restrict(in.Windows)
@@ -337,12 +337,19 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 		cols |= lake.ColValue
 	}
 	scan := a.Lake.NewRowScanner() // its buffers serve every chunk
+	// Hopping windows (docs/adr/0041): a chunk holds the windows starting
+	// in [cf, ct) and scans the events they cover, [cf, ct + span).
+	hop := int64(st.Step())
+	span := win - hop
 	var (
 		seen chunkDedup
 		// The chunk's rows to count, in scan order: cell and value.
 		rowCell []int32
 		rowVal  []float64
-		remap   []int32 // the scan's key id -> t's key id + 1 (0: not yet seen)
+		// Hopping: row i's cells are rowCells[rowEnd[i-1]:rowEnd[i]].
+		rowCells []int32
+		rowEnd   []int32
+		remap    []int32 // the scan's key id -> t's key id + 1 (0: not yet seen)
 	)
 	for cf := from; cf.Before(to); cf = cf.Add(step) {
 		ct := cf.Add(step)
@@ -351,54 +358,113 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 		}
 		seen.reset()
 		rowCell, rowVal, remap = rowCell[:0], rowVal[:0], remap[:0]
+		rowCells, rowEnd = rowCells[:0], rowEnd[:0]
 		cur, ci := cellID{key: -1}, int32(-1)
-		stats, err := scan.Scan(ctx, lake.Query{Topic: st.Topic, From: cf, To: ct, Keys: keys, EventTypes: st.EventTypes},
-			cols,
-			func(r *lake.RowView) error {
-				sk := r.KeyID()
-				for int(sk) >= len(remap) {
-					remap = append(remap, 0)
-				}
-				if remap[sk] == 0 {
-					remap[sk] = t.intern(r.Key()) + 1
-				}
-				// occ*1000 wraps as time.UnixMicro(occ).UnixNano() does;
-				// the operator refuses such a time below.
-				occ := r.OccurredAt()
-				id := cellID{remap[sk] - 1, floorNanos(occ*1000, win)}
-				if id != cur {
-					cur, ci = id, t.cell(id)
-				}
+		cfN, ctN := cf.UnixNano(), ct.UnixNano()
+		hopping := func(r *lake.RowView) error {
+			sk := r.KeyID()
+			for int(sk) >= len(remap) {
+				remap = append(remap, 0)
+			}
+			if remap[sk] == 0 {
+				remap[sk] = t.intern(r.Key()) + 1
+			}
+			eid, ok := r.EventUUID()
+			if !ok {
+				return nil
+			}
+			occ, ing := r.OccurredAt(), r.IngestedAt()
+			last := floorNanos(occ*1000, hop)
+			first := len(rowCells)
+			// The windows covering occ that start in [cf, ct), in start
+			// order, as the operator updates them.
+			for s := max(last-span, cfN); s <= last && s < ctN; s += hop {
+				ci := t.cell(cellID{remap[sk] - 1, s})
 				if ci < 0 {
-					return nil
-				}
-				eid, ok := r.EventUUID()
-				if !ok {
-					return nil // the gate lets only canonical UUIDs into the lake
+					continue
 				}
 				c := &t.cells[ci]
-				ing := r.IngestedAt()
 				if c.flags&hasStreamPane == 0 || ing > c.streamEmittedUS {
 					c.beyond++
 				}
-				v := 0.0
-				if hasValue {
-					v = r.Value()
-				}
-				if !nanoMicros(occ) || !nanoMicros(ing) || math.IsNaN(v) || math.IsInf(v, 0) {
-					return nil // operator.ErrRecord: not counted
-				}
-				seen.add(eid)
-				rowCell, rowVal = append(rowCell, ci), append(rowVal, v)
+				rowCells = append(rowCells, ci)
+			}
+			if len(rowCells) == first {
 				return nil
-			})
+			}
+			v := 0.0
+			if hasValue {
+				v = r.Value()
+			}
+			if !nanoMicros(occ) || !nanoMicros(ing) || math.IsNaN(v) || math.IsInf(v, 0) {
+				rowCells = rowCells[:first]
+				return nil // operator.ErrRecord: not counted
+			}
+			seen.add(eid)
+			rowEnd, rowVal = append(rowEnd, int32(len(rowCells))), append(rowVal, v)
+			return nil
+		}
+		tumbling := func(r *lake.RowView) error {
+			sk := r.KeyID()
+			for int(sk) >= len(remap) {
+				remap = append(remap, 0)
+			}
+			if remap[sk] == 0 {
+				remap[sk] = t.intern(r.Key()) + 1
+			}
+			// occ*1000 wraps as time.UnixMicro(occ).UnixNano() does;
+			// the operator refuses such a time below.
+			occ := r.OccurredAt()
+			id := cellID{remap[sk] - 1, floorNanos(occ*1000, win)}
+			if id != cur {
+				cur, ci = id, t.cell(id)
+			}
+			if ci < 0 {
+				return nil
+			}
+			eid, ok := r.EventUUID()
+			if !ok {
+				return nil // the gate lets only canonical UUIDs into the lake
+			}
+			c := &t.cells[ci]
+			ing := r.IngestedAt()
+			if c.flags&hasStreamPane == 0 || ing > c.streamEmittedUS {
+				c.beyond++
+			}
+			v := 0.0
+			if hasValue {
+				v = r.Value()
+			}
+			if !nanoMicros(occ) || !nanoMicros(ing) || math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil // operator.ErrRecord: not counted
+			}
+			seen.add(eid)
+			rowCell, rowVal = append(rowCell, ci), append(rowVal, v)
+			return nil
+		}
+		fold := tumbling
+		if span > 0 {
+			fold = hopping
+		}
+		q := lake.Query{Topic: st.Topic, From: cf, To: ct.Add(time.Duration(span)), Keys: keys, EventTypes: st.EventTypes}
+		stats, err := scan.Scan(ctx, q, cols, fold)
 		if err != nil {
 			return err
 		}
 		// In scan order, each event_id of the chunk once: the first.
 		for i, dup := range seen.repeats() {
-			if !dup {
+			switch {
+			case dup:
+			case span == 0:
 				t.cells[rowCell[i]].truth.Add(rowVal[i])
+			default:
+				lo := int32(0)
+				if i > 0 {
+					lo = rowEnd[i-1]
+				}
+				for _, ci := range rowCells[lo:rowEnd[i]] {
+					t.cells[ci].truth.Add(rowVal[i])
+				}
 			}
 		}
 		if activity.IsActivity(ctx) {

@@ -451,3 +451,35 @@ func TestRecomputeRejectsBadRanges(t *testing.T) {
 		}
 	}
 }
+
+// TestRecomputeExtentHopping: a hopping stream's extent ends on a window
+// boundary past its last window start with events, and counts the events
+// after the range that windows starting inside it cover.
+func TestRecomputeExtentHopping(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kfake")
+	}
+	f := newTruthFixture(t)
+	for i := range f.cfg.Streams {
+		if f.cfg.Streams[i].Name == "payments" {
+			f.cfg.Streams[i].Hop = time.Minute // 5-minute windows every minute
+		}
+	}
+	f.event(0, "u1", t0.Add(2*time.Minute), t0.Add(2*time.Minute), 1)
+	f.event(1, "u2", t0.Add(21*time.Minute), t0.Add(21*time.Minute), 1)
+	f.archive(t, t0.Add(2*time.Hour))
+	for _, c := range []struct{ from, to, want time.Duration }{
+		{0, 10 * time.Minute, 5 * time.Minute},
+		// u2 at 08:21 is in the windows starting 08:17 … 08:21: those of
+		// [08:10, 08:20) from 08:17 on.
+		{10 * time.Minute, 20 * time.Minute, 20 * time.Minute},
+		{20 * time.Minute, 30 * time.Minute, 25 * time.Minute},
+		{30 * time.Minute, 40 * time.Minute, 30 * time.Minute},
+	} {
+		ext, err := run[time.Time](t, f.a, f.a.RecomputeExtent,
+			activities.ExtentInput{Stream: "payments", From: t0.Add(c.from), To: t0.Add(c.to)})
+		if err != nil || !ext.Equal(t0.Add(c.want)) {
+			t.Errorf("extent of [%v, %v): %v, %v; want %v", c.from, c.to, ext.Sub(t0), err, c.want)
+		}
+	}
+}
