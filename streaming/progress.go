@@ -24,7 +24,7 @@ func (w *Worker) progressRecords(part *partition, now time.Time) []*kgo.Record {
 			Format: event.ProgressFormat, Stream: so.cfg.Name, Topic: part.topic, Partition: part.partition,
 			NextOffset: part.next, Watermark: op.Watermark, MaxEventTime: op.MaxEventTime,
 			ProcessingTime: op.ProcessingTime, PurgedThrough: op.PurgedThrough,
-			Settings: so.settings, PublishedAt: now.UTC(),
+			Settings: so.settings, PublishedAt: now.UTC(), Serve: w.look.advertised(),
 		}
 		v, err := json.Marshal(p)
 		if err != nil { // cannot happen: plain strings, numbers and in-range times

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -63,6 +64,9 @@ type Worker struct {
 	revokedSeen bool
 	// clocklessAt is when watchClockless looks next.
 	clocklessAt time.Time
+	// look serves feature lookups from committed copies of the
+	// partitions' rolling buffers (lookup.go).
+	look *lookups
 }
 
 type tp struct {
@@ -155,6 +159,7 @@ func New(cfg *config.Config, log *slog.Logger, reg *metrics.Registry) (*Worker, 
 		cfg: cfg, log: log, m: newWorkerMetrics(reg), now: time.Now,
 		byTopic: map[string][]config.Stream{}, parallelism: cfg.Stream.Parallelism,
 		parts: map[tp]*partition{}, attempts: map[recordRef]int{}, eager: map[tp]time.Time{},
+		look: newLookups(cfg, log, reg),
 	}
 	for _, s := range cfg.Streams {
 		w.byTopic[s.Topic] = append(w.byTopic[s.Topic], s)
@@ -191,6 +196,8 @@ func operatorOptions(s config.Stream, wcfg config.StreamWorker) operator.Options
 // Run returns an error only for a configuration the client refuses or a
 // broker that refuses the worker for good (authentication).
 func (w *Worker) Run(ctx context.Context) error {
+	w.look.start(ctx, w.cfg)
+	defer w.look.stop()
 	for {
 		err := w.runSession(ctx)
 		var lost *sessionLost
@@ -233,6 +240,7 @@ func (e *sessionLost) Unwrap() error { return e.err }
 // they are restored from the committed state.
 func (w *Worker) resetPartitions() {
 	w.dropAll()
+	w.look.reset()
 	clear(w.eager)
 	w.assignedMu.Lock()
 	w.assigned = w.assigned[:0]
@@ -254,6 +262,7 @@ func (w *Worker) runSession(ctx context.Context) error {
 	revoked := make(chan []tp, 16)
 	onRevoke := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 		w.unassign(m)
+		w.look.revoked(m)
 		var l []tp
 		for t, ps := range m {
 			for _, p := range ps {
@@ -435,13 +444,16 @@ func (w *Worker) runSession(ctx context.Context) error {
 		}
 		if !committed {
 			w.log.Info("transaction aborted (rebalance); reloading state")
-			w.dropAll()
+			w.dropAllRestore()
 			continue
 		}
 		w.m.committed(int(produced.Load()))
 		for _, part := range w.parts {
 			if part.touched || part.progressDue {
 				w.m.progressPublished(part, now)
+			}
+			if part.touched {
+				w.look.publish(part) // committed: lookups may count it now
 			}
 			part.touched, part.progressDue = false, false
 			w.m.observe(part)
@@ -634,7 +646,7 @@ func (w *Worker) abort(ctx, octx context.Context, sess *kgo.GroupTransactSession
 	actx, cancel := context.WithTimeout(octx, w.cfg.Stream.TransactionTimeout)
 	defer cancel()
 	_, err := sess.End(actx, kgo.TryAbort)
-	w.dropAll()
+	w.dropAllRestore()
 	if err != nil {
 		return &sessionLost{fmt.Errorf("abort transaction: %w", err)}
 	}
@@ -650,6 +662,21 @@ func (w *Worker) drop(k tp) {
 	if p, ok := w.parts[k]; ok {
 		w.m.forget(p)
 		delete(w.parts, k)
+		w.look.dropped(k)
+	}
+}
+
+// dropAllRestore drops every partition's state after an abort and queues
+// the partitions for an eager restore: they are still assigned (a
+// revocation not yet drained removes them from the queue again), and an
+// idle one would otherwise wait for its next record to be restored, its
+// ticks and lookups stopped meanwhile.
+func (w *Worker) dropAllRestore() {
+	now := w.now()
+	held := slices.Collect(maps.Keys(w.parts))
+	w.dropAll()
+	for _, k := range held {
+		w.eager[k] = now
 	}
 }
 
@@ -676,6 +703,7 @@ func (w *Worker) partitionFor(ctx context.Context, k tp, first int64) (*partitio
 		return nil, err
 	}
 	w.parts[k] = p
+	w.look.publish(p) // restored state is committed state
 	w.log.Info("partition assigned", "topic", k.topic, "partition", k.partition, "resume_offset", p.next,
 		"checkpoint_epoch", p.log.epoch, "checkpoint_offset", p.log.from, "replayed_transactions", len(p.log.entries),
 		"since_start", w.now().Sub(w.started).Round(time.Millisecond))
@@ -1041,6 +1069,7 @@ func (p *produceErrors) first() (*kgo.Record, int, error) {
 // onAssigned queues newly assigned partitions for an eager restore (the
 // group's callback; the run loop restores them).
 func (w *Worker) onAssigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	w.look.assigned(m)
 	w.assignedMu.Lock()
 	defer w.assignedMu.Unlock()
 	for t, ps := range m {

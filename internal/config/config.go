@@ -197,6 +197,43 @@ type StreamWorker struct {
 	// once (each partition's records stay in order; partitions share
 	// nothing). Default: the number of CPUs Go uses (GOMAXPROCS).
 	Parallelism int `yaml:"parallelism"`
+	// ServeAddr is the host:port of the feature lookups. They are
+	// GET /v1/features/<stream>/<key> and POST /v1/features/<stream>
+	// (docs/adr/0040-feature-lookups.md). Default "": off. `reckon dev`
+	// sets 127.0.0.1:8290 (or a free port) and prints it. A port the
+	// worker cannot listen on turns lookups off, not the stream.
+	ServeAddr string `yaml:"serve_addr"`
+	// ServeAdvertise is where other workers forward lookups to. It is
+	// published in this worker's progress records. Default "": serve_addr, with an unspecified host replaced by the
+	// host name.
+	ServeAdvertise string `yaml:"serve_advertise"`
+	// ServeAuth authenticates lookup clients with a bearer token; the zero
+	// value means none (only on a loopback address or a trusted network).
+	ServeAuth LookupAuth `yaml:"serve_auth"`
+	// ServeTLS encrypts the lookups; with client_ca_file it is mutual TLS.
+	// Workers forwarding to each other trust cert_file's chain. The zero
+	// value means plaintext.
+	ServeTLS ServerTLS `yaml:"serve_tls"`
+	// ServeAllowPlaintextCredentials permits a token without TLS. That is
+	// on a non-loopback serve_addr, for trusted networks only. Default
+	// false: Validate refuses it.
+	ServeAllowPlaintextCredentials bool `yaml:"serve_allow_plaintext_credentials"`
+}
+
+// LookupAuth is how lookup clients authenticate: a bearer token. The zero
+// value means no authentication.
+type LookupAuth struct {
+	// Token is accepted as "Authorization: Bearer <token>". Prefer
+	// TokenFile. Never printed. Default "".
+	Token Secret `yaml:"token"`
+	// TokenFile holds the token, read at start. A trailing newline is
+	// ignored. Exclusive with Token.
+	TokenFile string `yaml:"token_file"`
+}
+
+// ResolveToken returns the token from Token or TokenFile ("" when none).
+func (a LookupAuth) ResolveToken() (Secret, error) {
+	return resolveSecret("stream_worker.serve_auth.token", a.Token, a.TokenFile)
 }
 
 // Late pane publication modes (StreamWorker.LatePanes).
@@ -222,6 +259,10 @@ type Dev struct {
 	// 127.0.0.1 on it, so two dev stacks on one host differ in their dev
 	// ports only. Default 8280.
 	OFDPort int `yaml:"ofd_port"`
+	// LookupPort is where `reckon dev` serves feature lookups. It sets
+	// stream_worker.serve_addr to 127.0.0.1:<port>, or a free port when it
+	// is taken. Default 8290.
+	LookupPort int `yaml:"lookup_port"`
 	// TemporalBin is the pinned temporal CLI. Default "./bin/temporal".
 	TemporalBin string `yaml:"temporal_bin"`
 	// GenerateRate is the generator's events/s in the dev stack; 0 disables it. Default 20.
@@ -482,6 +523,7 @@ func (c *Config) fillDefaults() {
 	defInt(&c.Dev.TemporalPort, 7233)
 	defInt(&c.Dev.UIPort, 8233)
 	defInt(&c.Dev.OFDPort, 8280)
+	defInt(&c.Dev.LookupPort, 8290)
 	def(&c.Dev.TemporalBin, "./bin/temporal")
 	defInt(&c.Dev.S3Port, 8333)
 	def(&c.Dev.WeedBin, "./bin/weed")
@@ -639,12 +681,15 @@ func (c *Config) Validate() error {
 	if c.Stream.LatePanes != LatePanesPerTransaction && c.Stream.LatePanes != LatePanesPerEvent {
 		bad("stream_worker.late_panes: %q is not %s or %s", c.Stream.LatePanes, LatePanesPerTransaction, LatePanesPerEvent)
 	}
+	c.Stream.validateServe(bad, func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrSecurity}, a...)...))
+	})
 	for _, p := range []struct {
 		name string
 		v    int
 	}{
 		{"dev.kafka_port", c.Dev.KafkaPort}, {"dev.temporal_port", c.Dev.TemporalPort}, {"dev.ui_port", c.Dev.UIPort},
-		{"dev.ofd_port", c.Dev.OFDPort}, {"dev.s3_port", c.Dev.S3Port},
+		{"dev.ofd_port", c.Dev.OFDPort}, {"dev.s3_port", c.Dev.S3Port}, {"dev.lookup_port", c.Dev.LookupPort},
 	} {
 		if p.v < 1 || p.v > 65535 {
 			bad("%s: %d is not a port", p.name, p.v)

@@ -191,3 +191,39 @@ func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// validateServe checks the lookup endpoint's keys (serve_*).
+func (s *StreamWorker) validateServe(bad func(format string, a ...any), refuse func(format string, a ...any)) {
+	a, t := s.ServeAuth, s.ServeTLS
+	if a.Token != "" && a.TokenFile != "" {
+		bad("stream_worker.serve_auth.token and stream_worker.serve_auth.token_file are both set; use one")
+	}
+	if a.Token == Redacted {
+		bad("stream_worker.serve_auth.token is %q: that is the placeholder `reckon config show` prints, "+
+			"not a secret", Redacted)
+	}
+	if !t.Enabled && (t.CertFile != "" || t.KeyFile != "" || t.ClientCAFile != "") {
+		bad("stream_worker.serve_tls: cert_file/key_file/client_ca_file are set but stream_worker.serve_tls.enabled is false")
+	}
+	if t.Enabled && (t.CertFile == "" || t.KeyFile == "") {
+		bad("stream_worker.serve_tls: cert_file and key_file are required with stream_worker.serve_tls.enabled")
+	}
+	if s.ServeAddr == "" {
+		return
+	}
+	host, port, err := net.SplitHostPort(s.ServeAddr)
+	if err != nil || port == "" {
+		bad("stream_worker.serve_addr: %q is not host:port", s.ServeAddr)
+		return
+	}
+	if s.ServeAdvertise != "" {
+		if _, p, err := net.SplitHostPort(s.ServeAdvertise); err != nil || p == "" {
+			bad("stream_worker.serve_advertise: %q is not host:port", s.ServeAdvertise)
+		}
+	}
+	authOn := a.Token != "" || a.TokenFile != ""
+	if authOn && !t.Enabled && !s.ServeAllowPlaintextCredentials && !isLoopback(host) {
+		refuse("stream_worker.serve_auth: a token over a connection without TLS on %s; enable stream_worker.serve_tls "+
+			"or set stream_worker.serve_allow_plaintext_credentials: true (trusted networks only)", s.ServeAddr)
+	}
+}

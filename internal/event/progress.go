@@ -47,6 +47,11 @@ type StreamProgress struct {
 	Settings string `json:"settings"`
 	// PublishedAt is the worker's wall clock when it wrote the record.
 	PublishedAt time.Time `json:"published_at"`
+	// Serve is the feature-lookup address of the worker that owns the
+	// partition (stream_worker.serve_advertise), where other workers
+	// forward a lookup of a key in it; "" when that worker serves none
+	// (docs/adr/0040-feature-lookups.md).
+	Serve string `json:"serve,omitempty"`
 }
 
 // ProgressKey is the progress topic's record key: stream|topic|partition.

@@ -270,6 +270,7 @@ type Operator struct {
 
 	keys    map[string]*rollKey // rolling buffers
 	sweepAt int64               // next rolling horizon at which all keys are pruned
+	dirty   []*rollKey          // keys changed since the last PublishTo (lookup.go)
 
 	dd      dedup
 	keySeed maphash.Seed // for keyHash

@@ -23,6 +23,8 @@ type rollKey struct {
 	key  string
 	pts  []point
 	head int
+	// dirty: changed since the last PublishTo (in Operator.dirty).
+	dirty bool
 }
 
 func (k *rollKey) live() []point { return k.pts[k.head:] }
@@ -103,6 +105,7 @@ func (o *Operator) feature(r *Record, et int64, out *Out) {
 		k.prune(h)
 	}
 	k.insert(et, r.Value)
+	o.markDirty(k)
 	w := rollWindow(k.live(), et, o.roll)
 	o.n.features++
 	f := Feature{Ref: r.Ref, ID: r.ID, Key: k.key, EventTime: ts(et), Count: int64(len(w)), Sum: rollSum(w), ArrivedAt: ts(r.Arrival.UnixNano())}

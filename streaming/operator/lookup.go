@@ -1,0 +1,158 @@
+package operator
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"reckon/internal/event"
+)
+
+// Lookup is a read-only copy of one operator's rolling buffers, for
+// answering "what are this key's features as of t" from outside the
+// partition's goroutine (docs/adr/0040-feature-lookups.md). The shell
+// publishes into it (Operator.PublishTo) only after the transaction that
+// made the state committed, so a lookup never counts an event an abort
+// could take back. Its methods are safe for concurrent use; the publisher
+// holds the write lock only to swap in the keys the last transaction
+// touched.
+type Lookup struct {
+	mu       sync.RWMutex
+	from     *Operator // the operator last published (a new one: full copy)
+	sweep    int64     // its sweepAt at the last publish
+	size     int64
+	lateness int64
+	hasWM    bool
+	wm       int64
+	keys     map[string][]point
+}
+
+// NewLookup returns an empty Lookup: every key unknown, no watermark.
+func NewLookup() *Lookup { return &Lookup{keys: map[string][]point{}} }
+
+// ErrBeforeLive is returned for an instant whose rolling window reaches
+// behind what the live state still holds (before watermark − allowed
+// lateness − rolling size): the operator has pruned those events.
+var ErrBeforeLive = errors.New("before what the live state holds")
+
+// LookupResult is a key's rolling features as of an instant.
+type LookupResult struct {
+	// Known: the key has feature-accepted events held in the live state
+	// (at any event time); false answers count 0.
+	Known bool
+	// Agg is count and sum over (at − size, at], folded in event-time
+	// order exactly as the operator and RollingTruth fold them.
+	Agg event.Agg
+	// Watermark is the operator's watermark at the commit the copy is of;
+	// HasWatermark is false before its first record.
+	Watermark    time.Time
+	HasWatermark bool
+}
+
+// At returns key's rolling features over (at − size, at].
+func (l *Lookup) At(key string, at time.Time) (LookupResult, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var r LookupResult
+	if l.hasWM {
+		r.Watermark, r.HasWatermark = ts(l.wm), true
+	}
+	t := at.UnixNano()
+	if l.hasWM && l.lateness != int64(Forever) && t < subSat(l.wm, l.lateness) {
+		return r, ErrBeforeLive
+	}
+	pts, ok := l.keys[key]
+	r.Known = ok
+	r.Agg = rollAgg(pts, t, l.size)
+	return r, nil
+}
+
+// Keys is how many keys the copy holds.
+func (l *Lookup) Keys() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.keys)
+}
+
+// PublishTo brings l up to date with o's rolling buffers: the keys o
+// touched since its last publish (all of them when l last held another
+// operator: a new or restored partition). Call it only where o's state is
+// committed (after the transaction, or right after a restore), on the
+// goroutine that owns o.
+func (o *Operator) PublishTo(l *Lookup) {
+	full := l.from != o
+	// Copies are made before the lock is taken: readers wait only for the
+	// map updates.
+	type upd struct {
+		key string
+		pts []point
+	}
+	var upds []upd
+	var fresh map[string][]point
+	if full {
+		fresh = make(map[string][]point, len(o.keys))
+		for k, rk := range o.keys {
+			fresh[k] = slices.Clone(rk.live())
+		}
+	} else {
+		upds = make([]upd, 0, len(o.dirty))
+		for _, rk := range o.dirty {
+			if cur := o.keys[rk.key]; cur != rk || len(rk.live()) == 0 {
+				// Swept since. A key made again after the sweep is a
+				// new buffer, in the list too: it sets the copy.
+				if cur == nil {
+					upds = append(upds, upd{key: rk.key})
+				}
+				continue
+			}
+			upds = append(upds, upd{rk.key, slices.Clone(rk.live())})
+		}
+	}
+	for _, rk := range o.dirty {
+		rk.dirty = false
+	}
+	clear(o.dirty)
+	o.dirty = o.dirty[:0]
+	if o.dirty == nil {
+		o.dirty = make([]*rollKey, 0, 64) // tracking starts with the first publish
+	}
+	// A sweep (advance) dropped keys without marking them: find the ones
+	// the copy still holds. Only this goroutine writes l, so the scan
+	// needs no lock; the deletes take it.
+	var gone []string
+	if !full && o.sweepAt != l.sweep {
+		for k := range l.keys {
+			if o.keys[k] == nil {
+				gone = append(gone, k)
+			}
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.from, l.sweep, l.size, l.lateness = o, o.sweepAt, o.roll, o.lateness
+	l.hasWM, l.wm = o.hasWM, o.wm
+	if full {
+		l.keys = fresh
+		return
+	}
+	for _, u := range upds {
+		if u.pts == nil {
+			delete(l.keys, u.key)
+		} else {
+			l.keys[u.key] = u.pts
+		}
+	}
+	for _, k := range gone {
+		delete(l.keys, k)
+	}
+}
+
+// markDirty records that k's buffer changed since the last publish.
+// Nothing is tracked for an operator never published (lookups off).
+func (o *Operator) markDirty(k *rollKey) {
+	if o.dirty != nil && !k.dirty {
+		k.dirty = true
+		o.dirty = append(o.dirty, k)
+	}
+}

@@ -1,0 +1,175 @@
+package operator
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestLookupEqualsRollingTruth (docs/requirements.md R-LOOK-2): random
+// traffic with out-of-order, late and duplicate events over a few keys,
+// published to a Lookup at random "commits", snapshotted and restored into
+// a new operator at random points. At every commit the Lookup answers, for
+// every key and random instants, exactly RollingTruth over the events the
+// operator accepted for features up to that commit; records processed
+// after it (an open transaction an abort could take back) are not counted
+// until the next publish.
+func TestLookupEqualsRollingTruth(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { lookupVsTruth(t, seed) })
+	}
+}
+
+func lookupVsTruth(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	opts := Options{Stream: "p", Window: 5 * time.Minute, Rolling: time.Duration(30+rng.IntN(120)) * time.Second,
+		OutOfOrderness: 5 * time.Second, AllowedLateness: time.Duration(rng.IntN(90)) * time.Second,
+		DedupTTL: time.Hour, DedupMaxEntries: 100000}
+	o := mustNew(t, opts)
+	l := NewLookup()
+	keys := []string{"Putri", "Budi", "Sari", "Agus", "Dewi"}
+	accepted := map[string][]Record{} // committed: published
+	var pending []Record              // accepted since the last publish
+	var sent []Record                 // for duplicates
+	var out Out
+	et := t0
+	n := 0
+	checks, late, dups, restores := 0, 0, 0, 0
+	for step := range 1500 {
+		var r Record
+		switch c := rng.Float64(); {
+		case c < 0.05 && len(sent) > 0: // a redelivery: same id, same event
+			r = sent[rng.IntN(len(sent))]
+		case c < 0.15: // late: far behind
+			n++
+			r = rec(n, keys[rng.IntN(len(keys))], et.Add(-time.Duration(rng.IntN(300))*time.Second), et, float64(rng.IntN(1000)))
+		default: // mostly in order, some out of order
+			et = et.Add(time.Duration(rng.IntN(4000)) * time.Millisecond)
+			n++
+			r = rec(n, keys[rng.IntN(len(keys))], et.Add(-time.Duration(rng.IntN(8))*time.Second), et, float64(rng.IntN(1000)))
+		}
+		sent = append(sent, r)
+		v := process(t, o, r, &out)
+		out.Reset()
+		switch {
+		case v.Has(Duplicate):
+			dups++
+		case v.Has(InFeatures):
+			pending = append(pending, r)
+		default:
+			late++
+		}
+		if rng.IntN(10) > 0 {
+			continue
+		}
+		// Before the publish: the lookup still answers the last commit.
+		checks += checkLookup(t, l, accepted, keys, opts.Rolling, et, rng)
+		for _, p := range pending {
+			accepted[p.Key] = append(accepted[p.Key], p)
+		}
+		pending = pending[:0]
+		if rng.IntN(8) == 0 { // a restore: the new operator's first publish is a full copy
+			o2 := mustNew(t, opts)
+			if err := o2.Restore(o.Snapshot()); err != nil {
+				t.Fatalf("step %d: restore: %v", step, err)
+			}
+			o = o2
+			restores++
+		}
+		o.PublishTo(l)
+		checks += checkLookup(t, l, accepted, keys, opts.Rolling, et, rng)
+	}
+	if late == 0 || dups == 0 || restores == 0 || checks < 100 {
+		t.Fatalf("traffic too tame: %d late, %d duplicates, %d restores, %d checks", late, dups, restores, checks)
+	}
+}
+
+// checkLookup compares l with RollingTruth over accepted for every key at
+// random instants around now; it returns how many it compared.
+func checkLookup(t *testing.T, l *Lookup, accepted map[string][]Record, keys []string, size time.Duration, now time.Time,
+	rng *rand.Rand) int {
+	t.Helper()
+	n := 0
+	for _, k := range append(keys, "nobody") {
+		for range 3 {
+			at := now.Add(time.Duration(rng.IntN(120_000)-60_000) * time.Millisecond)
+			got, err := l.At(k, at)
+			if errors.Is(err, ErrBeforeLive) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := RollingTruth(size, at, accepted[k])
+			if got.Agg.Count != want.Count || got.Agg.Sum != want.Sum {
+				t.Fatalf("key %s at %v: lookup %d/%g, RollingTruth over the committed events %d/%g",
+					k, at, got.Agg.Count, got.Agg.Sum, want.Count, want.Sum)
+			}
+			if k == "nobody" && got.Known {
+				t.Fatal("a key never seen is known")
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// TestLookupConcurrent reads a Lookup from several goroutines while it is
+// published into (run with -race): every answer is one of the committed
+// states, never a torn one, and readers never see a count go down for an
+// instant whose window only gains events in this traffic.
+func TestLookupConcurrent(t *testing.T) {
+	o := mustNew(t, Options{Stream: "p", Rolling: time.Hour, OutOfOrderness: time.Second, AllowedLateness: time.Hour,
+		DedupTTL: time.Hour, DedupMaxEntries: 100000})
+	l := NewLookup()
+	o.PublishTo(l)
+	at := t0.Add(30 * time.Minute)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			last := int64(0)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := l.At(fmt.Sprint("k", g%2), at)
+				if err != nil {
+					errs <- err
+					return
+				}
+				// Every event has value 1: sum and count move together.
+				if r.Agg.Count < last || r.Agg.Sum != float64(r.Agg.Count) {
+					errs <- fmt.Errorf("reader %d: %d/%g after count %d", g, r.Agg.Count, r.Agg.Sum, last)
+					return
+				}
+				last = r.Agg.Count
+			}
+		}()
+	}
+	var out Out
+	for i := range 20000 {
+		process(t, o, rec(i+1, fmt.Sprint("k", i%3), t0.Add(time.Duration(i)*time.Millisecond), t0, 1), &out)
+		out.Reset()
+		if i%100 == 99 {
+			o.PublishTo(l)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if r, _ := l.At("k0", at); r.Agg.Count != 6667 || !r.Known {
+		t.Fatalf("k0 after all publishes: %+v, want 6667 events", r)
+	}
+}
