@@ -134,7 +134,8 @@ type featurePoint struct {
 // events (the operator's rollWindow: the stream's own definition),
 // computed for all events of a key in one sorted pass;
 // TestFeatureFoldMatchesOperatorTruth holds the two bit-identical.
-func (a *BatchTruth) foldFeatures(ctx context.Context, st config.Stream, scope featureScope, computedAt time.Time, trigger string) ([]lake.FeatureTruthRow, error) {
+func (a *BatchTruth) foldFeatures(ctx context.Context, st config.Stream, scope featureScope, computedAt time.Time,
+	trigger string) ([]lake.FeatureTruthRow, error) {
 	roll := int64(st.Rolling)
 	if scope.from >= scope.to {
 		return nil, nil
@@ -154,7 +155,8 @@ func (a *BatchTruth) foldFeatures(ctx context.Context, st config.Stream, scope f
 		dedup chunkDedup
 	)
 	stats, err := a.Lake.NewRowScanner().Scan(ctx,
-		lake.Query{Topic: st.Topic, From: scanFrom.Truncate(time.Microsecond), To: scanTo, Keys: scope.keys(), EventTypes: st.EventTypes},
+		lake.Query{Topic: st.Topic, From: scanFrom.Truncate(time.Microsecond), To: scanTo,
+			Keys: scope.keys(), EventTypes: st.EventTypes},
 		cols,
 		func(r *lake.RowView) error {
 			occ := r.OccurredAt()
@@ -277,7 +279,8 @@ func uuidString(id [16]byte) string {
 // rolling set: the true feature of every event in the recompute's scope,
 // compared with what the stream served (the features table), written to
 // the feature_truth table unless a dry run.
-func (a *BatchTruth) recomputeFeatures(ctx context.Context, st config.Stream, in RecomputeInput, res *RecomputeResult) error {
+func (a *BatchTruth) recomputeFeatures(ctx context.Context, st config.Stream, in RecomputeInput,
+	res *RecomputeResult) error {
 	scope := featureScopeOf(in, st.Window, st.Rolling)
 	rows, err := a.foldFeatures(ctx, st, scope, a.now().UTC(), in.Trigger)
 	if err != nil {
@@ -305,7 +308,8 @@ func (a *BatchTruth) recomputeFeatures(ctx context.Context, st config.Stream, in
 // the scope's events (the features table; of an event served more than
 // once, the first emitted). A served feature of another rolling size is
 // refused: comparing it with these truths would be wrong.
-func (a *BatchTruth) compareServed(ctx context.Context, st config.Stream, scope *featureScope, truth []lake.FeatureTruthRow) (FeatureReport, error) {
+func (a *BatchTruth) compareServed(ctx context.Context, st config.Stream, scope *featureScope,
+	truth []lake.FeatureTruthRow) (FeatureReport, error) {
 	var rep FeatureReport
 	served, err := a.Lake.ReadFeatures(ctx, st.Name, time.Unix(0, scope.from).Truncate(time.Microsecond),
 		time.Unix(0, scope.to).Add(time.Microsecond-1).Truncate(time.Microsecond))

@@ -125,7 +125,8 @@ func TruthFileName(in RecomputeInput) string {
 
 // RecomputeWindows recomputes the truth of a stream's windows from the
 // lake (and, for a stream with rolling set, of its events' rolling
-// features: recomputeFeatures, docs/adr/0038-feature-truth.md) and publishes version latest+1, timing correction, where the latest
+// features: recomputeFeatures, docs/adr/0038-feature-truth.md) and
+// publishes version latest+1, timing correction, where the latest
 // published pane differs (or none exists). It reads what is published,
 // folds the lake's rows (dedup by event_id) into their windows as the
 // stream operator's own window code does (operator.Truth; foldLake) and
@@ -205,7 +206,8 @@ func (a *BatchTruth) RecomputeWindows(ctx context.Context, in RecomputeInput) (R
 // for a stream with rolling set, after its windows: the window
 // corrections do not wait on it, and a retry after a failure here finds
 // them published and publishes nothing new.
-func (a *BatchTruth) featureTruth(ctx context.Context, st config.Stream, in RecomputeInput, res *RecomputeResult) error {
+func (a *BatchTruth) featureTruth(ctx context.Context, st config.Stream, in RecomputeInput,
+	res *RecomputeResult) error {
 	if st.Rolling <= 0 {
 		return nil
 	}

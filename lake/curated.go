@@ -90,6 +90,8 @@ type CurateResult struct {
 	// Windows and Corrections are the rows the rewritten files hold.
 	Windows     int64 `json:"windows"`
 	Corrections int64 `json:"corrections"`
+	// Features are the rows the rewritten feature_status files hold.
+	Features int64 `json:"features,omitempty"`
 }
 
 // curateLockAge is how old a curation lock must be before another
@@ -100,7 +102,8 @@ const curateLockAge = 2 * time.Minute
 // Curate brings the windows and corrections tables up to date with files
 // just written to the summaries or truth table (paths relative to the lake
 // root, as WritePanes, WriteTruth and the archive activities report
-// them): it reads only those files and rewrites, per (stream, window
+// them), and the feature_status table with files of the features and
+// feature_truth tables (curateFeatures): it reads only those files and rewrites, per (stream, window
 // date), the hour files of the windows they touch, merging their rows into
 // what the hour files hold. Curating the same files again changes nothing,
 // so a retried activity is idempotent. Files of other tables are ignored.
@@ -153,7 +156,10 @@ func (l *Lake) Curate(ctx context.Context, files []string) (CurateResult, error)
 			return res, err
 		}
 	}
-	return res, nil
+	// Served features and their truths: the feature_status table.
+	r, err := l.curateFeatures(ctx, files)
+	res.add(r)
+	return res, err
 }
 
 // RebuildCurated rewrites the windows and corrections tables of stream's
@@ -187,6 +193,7 @@ func (r *CurateResult) add(o CurateResult) {
 	r.Files = append(r.Files, o.Files...)
 	r.Windows += o.Windows
 	r.Corrections += o.Corrections
+	r.Features += o.Features
 }
 
 // parsePaneFile splits <table>/stream=<s>/window_date=<d>/<name>.parquet.

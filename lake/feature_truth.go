@@ -75,7 +75,8 @@ func eventDateKey(table, stream string, day int64) string {
 // merge, the rows each file already holds are kept, except those of an
 // event_id rows carry again: the finalizer's steps of one hour share a
 // file this way, as MergeTruthRows does for windows.
-func (l *Lake) WriteFeatureTruth(ctx context.Context, stream, name string, rows []FeatureTruthRow, merge bool) ([]FileInfo, error) {
+func (l *Lake) WriteFeatureTruth(ctx context.Context, stream, name string, rows []FeatureTruthRow,
+	merge bool) ([]FileInfo, error) {
 	if err := errors.Join(ValidateName(stream), ValidateName(name)); err != nil {
 		return nil, err
 	}
@@ -131,7 +132,8 @@ func (l *Lake) WriteFeatureTruth(ctx context.Context, stream, name string, rows 
 // ReadFeatureTruth returns every row of stream in the feature_truth table
 // whose event_time lies in [from, to), file by file.
 func (l *Lake) ReadFeatureTruth(ctx context.Context, stream string, from, to time.Time) ([]FeatureTruthRow, error) {
-	return readEventDateTable(ctx, l, FeatureTruthDir, stream, from, to, func(r *FeatureTruthRow) int64 { return r.EventTime })
+	return readEventDateTable(ctx, l, FeatureTruthDir, stream, from, to,
+		func(r *FeatureTruthRow) int64 { return r.EventTime })
 }
 
 // eventDateFile is one file of an event-date table.
@@ -173,7 +175,8 @@ func (l *Lake) eventDateFiles(ctx context.Context, table, stream string, from, t
 	return out, nil
 }
 
-func readEventDateTable[T any](ctx context.Context, l *Lake, table, stream string, from, to time.Time, et func(*T) int64) ([]T, error) {
+func readEventDateTable[T any](ctx context.Context, l *Lake, table, stream string, from, to time.Time,
+	et func(*T) int64) ([]T, error) {
 	files, err := l.eventDateFiles(ctx, table, stream, from, to)
 	if err != nil {
 		return nil, err

@@ -36,7 +36,12 @@ var baseTables = []baseTable{
 	{view: "truth", dir: "truth", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: paneColumns},
 	{view: "windows", dir: "windows", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: windowColumns},
 	{view: "corrections", dir: "corrections", hive: "{'stream': VARCHAR, 'window_date': DATE}", cols: correctionColumns},
-	{view: "features", dir: "features", hive: "{'stream': VARCHAR, 'event_date': DATE}", cols: featureColumns},
+	{view: "served_features", dir: "features", hive: "{'stream': VARCHAR, 'event_date': DATE}",
+		cols: featureColumns},
+	{view: "feature_truth", dir: "feature_truth", hive: "{'stream': VARCHAR, 'event_date': DATE}",
+		cols: featureTruthColumns},
+	{view: "features", dir: "feature_status", hive: "{'stream': VARCHAR, 'event_date': DATE}",
+		cols: featureStatusColumns},
 	{view: "zreport_versions", dir: "zreports", hive: "{'close_date': DATE}", cols: []column{
 		{"fiscal_drive", "VARCHAR"}, {"shift", "BIGINT"}, {"version", "BIGINT"}, {"status", "VARCHAR"},
 		{"shift_closed_at", "TIMESTAMPTZ"}, {"finalized_at", "TIMESTAMPTZ"}, {"reason", "VARCHAR"},
@@ -86,6 +91,24 @@ var featureColumns = []column{
 	{"emitted_at", "TIMESTAMPTZ"}, {"arrived_at", "TIMESTAMPTZ"},
 	{"source_topic", "VARCHAR"}, {"source_partition", "INTEGER"}, {"source_offset", "BIGINT"},
 	{"kafka_partition", "INTEGER"}, {"kafka_offset", "BIGINT"}, {"event_date", "DATE"},
+}
+
+// featureTruthColumns are the feature_truth table's columns
+// (lake.FeatureTruthRow) and its hive partition: every truth a recompute
+// computed.
+var featureTruthColumns = []column{
+	{"stream", "VARCHAR"}, {"key", "VARCHAR"}, {"event_id", "VARCHAR"}, {"event_time", "TIMESTAMPTZ"},
+	{"size_ns", "BIGINT"}, {"count", "BIGINT"}, {"sum", "DOUBLE"}, {"computed_at", "TIMESTAMPTZ"},
+	{"trigger", "VARCHAR"}, {"event_date", "DATE"},
+}
+
+// featureStatusColumns are the columns the features view exposes of the
+// curated feature_status table (lake.FeatureStatusRow): one row per event,
+// served beside true, and its status (docs/adr/0038-feature-truth.md).
+var featureStatusColumns = []column{
+	{"stream", "VARCHAR"}, {"key", "VARCHAR"}, {"event_id", "VARCHAR"}, {"event_time", "TIMESTAMPTZ"},
+	{"served_count", "BIGINT"}, {"served_sum", "DOUBLE"}, {"served_at", "TIMESTAMPTZ"},
+	{"true_count", "BIGINT"}, {"true_sum", "DOUBLE"}, {"status", "VARCHAR"},
 }
 
 // sqlString quotes s as a SQL string literal.
@@ -181,6 +204,32 @@ SELECT c.stream, c.key, c.window_start, c.window_end, c.version, c.reason, c.emi
   h.prev_version, h.prev_count, h.prev_sum, h.prev_min, h.prev_max, h.prev_computed_by, h.prev_emitted_at
 FROM c JOIN h USING (stream, key, window_start, version)`
 
+// featuresHistorySQL computes the features table from the history: per
+// (stream, event_id), the first feature served (earliest emitted_at, then
+// the features topic's partition and offset) beside the latest truth
+// (latest computed_at; ties to the larger count, then sum) and the
+// status. asOf filters served rows on emitted_at and truths on
+// computed_at: features_as_of(T) is what was known at T. The features
+// view reads the curated table, which equals this with asOf "true"
+// (TestCuratedFeaturesEqualHistory).
+func featuresHistorySQL(asOf string) string {
+	at := func(col string) string { return strings.ReplaceAll(asOf, "as_of_col", col) }
+	return `WITH s AS (
+  SELECT * FROM served_features WHERE ` + at("emitted_at") + `
+  QUALIFY row_number() OVER (PARTITION BY stream, event_id ORDER BY emitted_at, kafka_partition, kafka_offset) = 1
+), t AS (
+  SELECT * FROM feature_truth WHERE ` + at("computed_at") + `
+  QUALIFY row_number() OVER (PARTITION BY stream, event_id ORDER BY computed_at DESC, "count" DESC, "sum" DESC) = 1
+)
+SELECT coalesce(t.stream, s.stream) AS stream, coalesce(t.key, s.key) AS key,
+  coalesce(t.event_id, s.event_id) AS event_id, coalesce(t.event_time, s.event_time) AS event_time,
+  s."count" AS served_count, s."sum" AS served_sum,
+  s.emitted_at AS served_at, t."count" AS true_count, t."sum" AS true_sum,
+  CASE WHEN t.event_id IS NULL THEN 'pending' WHEN s.event_id IS NULL THEN 'not_served'
+    WHEN s."count" = t."count" AND s."sum" = t."sum" THEN 'exact' ELSE 'differs' END AS status
+FROM s FULL OUTER JOIN t ON s.stream = t.stream AND s.event_id = t.event_id`
+}
+
 // zreportsSQL is each business key's (fiscal_drive, shift) latest
 // version; asOf filters on finalized_at.
 func zreportsSQL(asOf string) string {
@@ -201,6 +250,7 @@ var derivedViews = []derived{
 	{name: "zreports", sql: zreportsSQL("true")},
 	{name: "windows_as_of", macro: true, sql: windowsHistorySQL("emitted_at <= CAST(as_of AS TIMESTAMPTZ)")},
 	{name: "zreports_as_of", macro: true, sql: zreportsSQL("finalized_at <= CAST(as_of AS TIMESTAMPTZ)")},
+	{name: "features_as_of", macro: true, sql: featuresHistorySQL("as_of_col <= CAST(as_of AS TIMESTAMPTZ)")},
 }
 
 // ViewNames lists every view the endpoint defines, base views first.

@@ -33,7 +33,7 @@ var lakeSubcommands = []struct {
 	{"write", "archive a JSONL file of envelopes (arrived_at = ingest time) like the archiver does", runLakeWrite},
 	{"query", "aggregate a topic per key and window (count, sum, min, max), deduplicated by event_id, or read a stream's curated windows", runLakeQuery},
 	{"compact", "compact hours as closed: merged across partitions, redeliveries dropped to raw_dropped/ (the compaction workflow does it continuously)", runLakeCompact},
-	{"curate", "rebuild a stream's curated windows and corrections tables of one window date from its history", runLakeCurate},
+	{"curate", "rebuild a stream's curated windows, corrections and feature_status tables of one date from its history", runLakeCurate},
 }
 
 // runLake dispatches `reckon lake <subcommand>`.

@@ -105,7 +105,9 @@ func printLakeWindows(out io.Writer, format string, ws []lake.WindowRow) error {
 }
 
 // runLakeCurate rebuilds the curated tables of one stream and window date
-// from the whole summaries and truth tables (lake.Lake.RebuildCurated):
+// from the whole summaries and truth tables (lake.Lake.RebuildCurated),
+// and its feature_status table from the features and feature_truth tables
+// of that event date (lake.Lake.RebuildFeatureStatus):
 // the repair when a curation failed for good.
 func runLakeCurate(ctx context.Context, cx *cmdContext) error {
 	dir := lakeFlag(cx)
@@ -132,9 +134,15 @@ func runLakeCurate(ctx context.Context, cx *cmdContext) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range res.Files {
+	// And the feature_status table of the same event date.
+	fres, err := l.RebuildFeatureStatus(ctx, *stream, date)
+	if err != nil {
+		return err
+	}
+	for _, f := range append(res.Files, fres.Files...) {
 		fmt.Fprintln(cx.stdout, f)
 	}
-	fmt.Fprintf(cx.stdout, "%s %s: %d windows, %d corrections\n", *stream, *dateS, res.Windows, res.Corrections)
+	fmt.Fprintf(cx.stdout, "%s %s: %d windows, %d corrections, %d features\n",
+		*stream, *dateS, res.Windows, res.Corrections, fres.Features)
 	return nil
 }

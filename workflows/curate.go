@@ -14,6 +14,10 @@ import (
 // histories recorded before curation existed replay without them.
 const curateChangeID = "curate-windows"
 
+// curateFeaturesChangeID versions FeatureArchive's curation step (the
+// feature_status table): histories recorded before it replay without it.
+const curateFeaturesChangeID = "curate-features"
+
 // curateWindows brings the curated windows and corrections tables up to
 // date with lake files just written (activities.BatchTruth.CurateWindows,
 // docs/adr/0019-curated-tables.md). A curation that keeps failing is

@@ -104,6 +104,11 @@ func FeatureArchive(ctx workflow.Context, st FeatureArchiveState) error {
 			}).Get(ctx, &res); err != nil {
 				return err
 			}
+			// The curated feature_status table follows the features just
+			// archived (docs/adr/0038-feature-truth.md).
+			if len(res.Files) > 0 && workflow.GetVersion(ctx, curateFeaturesChangeID, workflow.DefaultVersion, 1) == 1 {
+				curateWindows(ctx, res.Files)
+			}
 			st.Cursor, st.ArchivedThrough, st.Touched = res.Next, res.ArchivedThrough, now
 			st.Records += res.Records
 			st.Features += res.Features

@@ -105,7 +105,8 @@ func TestLakeDocColumnTypes(t *testing.T) {
 	tables := lakeDocTables(t, doc)
 	tables["windows"] = append(slices.Clone(tables["summaries"]), tables["windows"]...)
 	tables["truth"] = tables["summaries"]
-	for _, table := range []string{"raw", "rejected", "summaries", "truth", "windows", "corrections", "zreports"} {
+	for _, table := range []string{"raw", "rejected", "summaries", "truth", "windows", "corrections", "features",
+		"feature_truth", "feature_status", "zreports"} {
 		want := tables[table]
 		if len(want) == 0 {
 			t.Errorf("docs/lake.md lists no columns of %s", table)

@@ -218,7 +218,37 @@ func curatedLake(t *testing.T) *lake.Lake {
 			feats = append(feats, lake.FeatureRowOf(f, 0, int64(len(feats))))
 		}
 	}
-	if _, err := l.WriteFeatures(t.Context(), "reckon-features-0-0-19", feats); err != nil {
+	ff, err := l.WriteFeatures(t.Context(), "reckon-features-0-0-19", feats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Their truth: u0's last event counted one more (a late event the
+	// stream refused); u3's events not yet recomputed (pending), and an
+	// event the stream never served.
+	var truths []lake.FeatureTruthRow
+	for _, f := range feats {
+		if f.Key == "u3" {
+			continue
+		}
+		tr := lake.FeatureTruthRow{Stream: "payments", Key: f.Key, EventID: f.EventID, EventTime: f.EventTime, SizeNS: f.SizeNS,
+			Count: f.Count, Sum: f.Sum, ComputedAt: start.Add(6 * time.Hour).UnixMicro(), Trigger: "reconcile"}
+		if f.EventID == "ev-0-4" {
+			tr.Count, tr.Sum = 2, 250
+		}
+		truths = append(truths, tr)
+	}
+	truths = append(truths, lake.FeatureTruthRow{Stream: "payments", Key: "u0", EventID: "ev-0-late",
+		EventTime: start.Add(5 * time.Minute).UnixMicro(), SizeNS: int64(time.Minute), Count: 1, Sum: 150,
+		ComputedAt: start.Add(6 * time.Hour).UnixMicro(), Trigger: "reconcile"})
+	ft, err := l.WriteFeatureTruth(t.Context(), "payments", "truth-20261107", truths, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = files[:0]
+	for _, f := range append(ff, ft...) {
+		files = append(files, f.Path)
+	}
+	if _, err := l.Curate(t.Context(), files); err != nil {
 		t.Fatal(err)
 	}
 
