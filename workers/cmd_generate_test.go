@@ -227,7 +227,7 @@ func TestGenerateKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var got, listed int
 	for got < 2000 && ctx.Err() == nil {

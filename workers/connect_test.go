@@ -33,7 +33,7 @@ func TestUnreadableConnectionFiles(t *testing.T) {
 				// Startup fails at once; without the check the commands
 				// would retry their connections until this deadline. The
 				// cancel also stops the metrics endpoint `reckon stream` starts.
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				var out, errb bytes.Buffer
 				code := Main(ctx, args, strings.NewReader(""), &out, &errb, nil)

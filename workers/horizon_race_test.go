@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.temporal.io/sdk/client"
 
 	"reckon/activities"
@@ -251,6 +253,103 @@ func (c *streamChild) kill() {
 	<-c.exited
 }
 
+// commitHold is holdCommitsAfter's barrier.
+type commitHold struct {
+	after    int64 // the partition offset whose transaction commits last
+	released chan struct{}
+	once     sync.Once
+}
+
+// release drops the held EndTxn requests' connections unanswered: their
+// transactions never commit (the next instance of the transactional id
+// aborts them). Safe to call more than once.
+func (h *commitHold) release() { h.once.Do(func() { close(h.released) }) }
+
+// holdCommitsAfter arms a barrier on the stack's kfake cluster: the
+// transaction whose offset commit passes offset n of topic/partition
+// (relative to the partition's end now) commits; every EndTxn of its
+// transactional id after it is held until release, then dropped
+// unanswered.
+func holdCommitsAfter(t *testing.T, ctx context.Context, st *truthStack, topic string, partition int32, n int64) *commitHold {
+	t.Helper()
+	adm, closeAdm, err := kafkaconn.NewAdmin(st.cfg.Kafka, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Newer requests name the topic by its id only.
+	md, err := adm.ListTopics(ctx, topic)
+	closeAdm()
+	if err != nil || md[topic].Err != nil {
+		t.Fatalf("topic %s: %v %v", topic, err, md[topic].Err)
+	}
+	id := md[topic].ID
+	end, _ := ends.Lookup(topic, partition)
+	h := &commitHold{after: end.Offset + n, released: make(chan struct{})}
+	t.Cleanup(h.release)
+	c := st.kafka
+	var mu sync.Mutex // guards txnID and lastLet
+	var txnID string  // the transactional id whose offset commit passed h.after
+	lastLet := false  // its next EndTxn went through; later ones are held
+	// After release the barrier is gone: a restarted stream (same
+	// transactional id) commits as usual.
+	gone := func() bool {
+		select {
+		case <-h.released:
+			c.DropControl()
+			return true
+		default:
+			return false
+		}
+	}
+	c.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if gone() {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		for _, tp := range r.Topics {
+			for _, pp := range tp.Partitions {
+				if (tp.Topic == topic || tp.TopicID == id) && pp.Partition == partition && pp.Offset > h.after {
+					mu.Lock()
+					if txnID == "" {
+						txnID = r.TransactionalID
+					}
+					mu.Unlock()
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if gone() {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.EndTxnRequest)
+		mu.Lock()
+		hold := txnID != "" && r.TransactionalID == txnID && lastLet
+		if txnID != "" && r.TransactionalID == txnID {
+			lastLet = true
+		}
+		mu.Unlock()
+		if !hold {
+			return nil, nil, false
+		}
+		// Sleep this request (other connections go on) until released,
+		// then close its connection without an answer.
+		c.SleepControl(func() { <-h.released })
+		return nil, errors.New("held by the test's barrier"), true
+	})
+	return h
+}
+
 // TestHorizonWaitsWhileTheStreamIsDown: the stream is killed while a
 // window it fired is still within allowed lateness, and events of that
 // window (one of them a redelivery the stream will count twice) wait in
@@ -279,6 +378,12 @@ func TestHorizonWaitsWhileTheStreamIsDown(t *testing.T) {
 	at := func(d time.Duration) time.Time { return ws.Add(d) }
 	a1 := raceEvent{name: "a1", user: "k1", amount: 10, at: at(time.Second)}
 	stream := st.streamProcess(t)
+	// The barrier: the stream commits the transaction that takes the
+	// record firing W (the fourth produced below); every transaction after
+	// it is held at its EndTxn and never commits. Its idle advance purges
+	// W about idle timeout + allowed lateness (3 s) later: without the hold
+	// a test that stalls that long before the kill saw W purged.
+	hold := holdCommitsAfter(t, ctx, st, s.Topic, p, 3)
 	// The window's events, then one of the next window that sets the
 	// watermark to end: W fires (on-time panes) and has allowed lateness
 	// (2 s) left before its purge.
@@ -287,16 +392,20 @@ func TestHorizonWaitsWhileTheStreamIsDown(t *testing.T) {
 		raceEvent{name: "b1", user: "k2", amount: 5, at: at(3 * time.Second)},
 		raceEvent{name: "c1", user: "k2", amount: 1, at: end.Add(s.OutOfOrderness)})
 	fired := offs[len(offs)-1]
+	if fired != hold.after {
+		t.Fatalf("the record firing W is at offset %d, the barrier holds after %d", fired, hold.after)
+	}
 	waitFor(t, time.Minute, "the stream to commit the record that fires W", func() (bool, string) {
 		pr := latestProgress(t, ctx, view, s.Name, s.Topic, p)
 		return pr.NextOffset > fired, fmt.Sprintf("progress at %d, want past %d", pr.NextOffset, fired)
 	})
 	committed := time.Now()
 	stream.kill()
+	hold.release()
 	down := latestProgress(t, ctx, view, s.Name, s.Topic, p)
 	if !down.PurgedThrough.Before(end) {
-		t.Fatalf("the stream's progress purged W (through %s) %v after the record that fires it was committed; the idle advance needs %v to purge it: the progress runs ahead of the stream (or the test stalled)",
-			down.PurgedThrough.Format(time.StampMilli), time.Since(committed).Round(time.Millisecond), s.IdleTimeout+s.AllowedLateness)
+		t.Fatalf("the stream's progress purged W (through %s) %v after the record that fires it was committed: the progress runs ahead of the stream, or a transaction after the barrier committed",
+			down.PurgedThrough.Format(time.StampMilli), time.Since(committed).Round(time.Millisecond))
 	}
 	t.Logf("stream killed at watermark %s (purged through %s); W ends %s", down.Watermark.Format(time.StampMilli), down.PurgedThrough.Format(time.StampMilli), end.Format(time.TimeOnly))
 

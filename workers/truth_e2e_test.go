@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -323,6 +324,9 @@ type truthStack struct {
 	lk   *lake.Lake
 	obs  *paneObserver
 	ui   string // the Temporal UI's address, when started withUI
+	// kafka is the kfake cluster, for tests that hold or observe its
+	// requests (barriers, docs/adr/0032-deterministic-test-barriers.md).
+	kafka *kfake.Cluster
 }
 
 func startTruthStack(tb testing.TB, ctx context.Context, withUI bool) *truthStack {
@@ -355,7 +359,8 @@ func newTruthStack(tb testing.TB, ctx context.Context, o stackOptions) *truthSta
 	} else {
 		st.tc, hostport = testenv.Temporal(tb)
 	}
-	_, brokers := testenv.Kafka(tb, 1, "")
+	var brokers []string
+	st.kafka, brokers = testenv.Kafka(tb, 1, "")
 	const tq = "truth-e2e"
 	st.sets = []string{
 		"kafka.brokers=" + brokers[0], "temporal.address=" + hostport, "temporal.task_queue=" + tq,
@@ -808,47 +813,37 @@ type lateRecord struct {
 	source  string // partition/offset in the raw topic
 }
 
-// readLate returns every committed record on the late topic.
+// readLate returns every committed record on the late topic, read to its
+// last stable offsets as of the call (not to the first quiet second, which
+// a loaded machine reached with records still to come).
 func readLate(t testing.TB, ctx context.Context, cfg *config.Config) []lateRecord {
 	t.Helper()
-	cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "late-reader"),
-		kgo.ConsumeTopics(cfg.Topics.Late), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var out []lateRecord
-	for {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
-			var e struct {
-				EventID string `json:"event_id"`
-			}
-			if json.Unmarshal(r.Value, &e) != nil {
-				return
-			}
-			l := lateRecord{eventID: e.EventID}
-			var p, o string
-			for _, h := range r.Headers {
-				switch h.Key {
-				case event.HeaderSourcePartition:
-					p = string(h.Value)
-				case event.HeaderSourceOffset:
-					o = string(h.Value)
-				}
-			}
-			l.source = p + "/" + o
-			out = append(out, l)
-		})
-		if n == 0 || ctx.Err() != nil {
-			return out
+	err := kafkaconn.ReadTopic(ctx, cfg.Kafka, "late-reader", cfg.Topics.Late, func(r *kgo.Record) error {
+		var e struct {
+			EventID string `json:"event_id"`
 		}
+		if json.Unmarshal(r.Value, &e) != nil {
+			return nil
+		}
+		l := lateRecord{eventID: e.EventID}
+		var p, o string
+		for _, h := range r.Headers {
+			switch h.Key {
+			case event.HeaderSourcePartition:
+				p = string(h.Value)
+			case event.HeaderSourceOffset:
+				o = string(h.Value)
+			}
+		}
+		l.source = p + "/" + o
+		out = append(out, l)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read the late topic: %v", err)
 	}
+	return out
 }
 
 // recordHistory writes the history of workflow id's latest run as JSON.
