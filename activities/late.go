@@ -108,7 +108,7 @@ func (a *BatchTruth) ReadLate(ctx context.Context, in ReadLateInput) (ReadLateRe
 			}
 			got = true
 			res.Records++
-			s, it, ok := a.lateItem(gate, r)
+			s, its, ok := a.lateItems(gate, r)
 			if !ok {
 				res.Skipped++
 				continue
@@ -116,8 +116,8 @@ func (a *BatchTruth) ReadLate(ctx context.Context, in ReadLateInput) (ReadLateRe
 			if _, seen := items[s]; !seen {
 				streams = append(streams, s)
 			}
-			items[s] = append(items[s], it)
-			res.Items++
+			items[s] = append(items[s], its...)
+			res.Items += int64(len(its))
 		}
 		if !full && next > res.Next {
 			res.Next = next // past aborted batches
@@ -146,9 +146,29 @@ func (a *BatchTruth) ReadLate(ctx context.Context, in ReadLateInput) (ReadLateRe
 	return res, nil
 }
 
-// lateItem decodes a late record: the stream from its header, the key from
-// the original envelope (the stream's key field), the window from the
-// event time.
+// lateItems decodes a late record: the stream from its header, the key
+// from the original envelope (the stream's key field), the windows from
+// the event time — one for tumbling windows, every window covering it for
+// hopping ones (window/hop, in start order: the stream sent the event to
+// the late topic because all of them were purged, docs/adr/0041).
+func (a *BatchTruth) lateItems(gate *event.Gate, r *kgo.Record) (string, []LateItem, bool) {
+	stream, it, ok := a.lateItem(gate, r)
+	if !ok {
+		return "", nil, false
+	}
+	st, _ := a.Cfg.StreamByName(stream)
+	hop := st.Step()
+	its := make([]LateItem, 0, st.Window/hop)
+	last := it.EventTime.Truncate(hop)
+	for s := last.Add(hop - st.Window); !s.After(last); s = s.Add(hop) {
+		it.WindowStart, it.WindowEnd = s, s.Add(st.Window)
+		its = append(its, it)
+	}
+	return stream, its, true
+}
+
+// lateItem decodes a late record into its stream and item, the window
+// left to lateItems.
 func (a *BatchTruth) lateItem(gate *event.Gate, r *kgo.Record) (string, LateItem, bool) {
 	var stream string
 	it := LateItem{LateAt: r.Timestamp.UTC(), SourcePartition: -1, SourceOffset: -1}
@@ -182,7 +202,5 @@ func (a *BatchTruth) lateItem(gate *event.Gate, r *kgo.Record) (string, LateItem
 	}
 	it.Key = key
 	it.EventTime = env.OccurredAt.UTC()
-	it.WindowStart = it.EventTime.Truncate(st.Window)
-	it.WindowEnd = it.WindowStart.Add(st.Window)
 	return stream, it, true
 }

@@ -69,6 +69,31 @@ func TestReadLateSignalsTheAffectedWindows(t *testing.T) {
 	if it.Key != "u7" || !it.WindowStart.Equal(t0.Add(5*time.Minute)) || !it.WindowEnd.Equal(t0.Add(10*time.Minute)) || it.SourcePartition != 1 || it.SourceOffset != 17 {
 		t.Fatalf("item %+v", it)
 	}
+
+	// A hopping stream (5-minute windows every minute): the event at 08:07
+	// names every window covering it, 08:03–08:08 … 08:07–08:12.
+	for i := range f.cfg.Streams {
+		if f.cfg.Streams[i].Name == "payments" {
+			f.cfg.Streams[i].Hop = time.Minute
+		}
+	}
+	if err := cl.ProduceSync(context.Background(), lateRec("payments", 19)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	res, err = run[activities.ReadLateResult](t, f.a, f.a.ReadLate, activities.ReadLateInput{Topic: lateTopic, Partition: 0, From: res.Next, Wait: 2 * time.Second})
+	if err != nil || res.Records != 1 || res.Items != 5 {
+		t.Fatalf("hopping: result %+v %v", res, err)
+	}
+	items = got["payments"][1:]
+	if len(items) != 5 {
+		t.Fatalf("hopping: signalled %v", items)
+	}
+	for i, it := range items {
+		start := t0.Add(time.Duration(3+i) * time.Minute)
+		if it.Key != "u7" || !it.WindowStart.Equal(start) || !it.WindowEnd.Equal(start.Add(5*time.Minute)) || it.SourceOffset != 19 {
+			t.Errorf("hopping item %d: %+v, want the window at %v", i, it, start)
+		}
+	}
 }
 
 // TestReadLateCatchesUpPastTransactionMarkers: the stream writes the late

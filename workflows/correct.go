@@ -204,17 +204,24 @@ func flushCorrections(ctx workflow.Context, p *CorrectParams) []activities.LateI
 	var groups []*group
 	for _, it := range p.Pending {
 		d := it.WindowStart.UTC().Format(time.DateOnly)
+		// The range of window starts, on window boundaries: for tumbling
+		// windows the window itself; a hopping window (docs/adr/0041)
+		// starts between two boundaries (sizes divide a day, so Truncate
+		// aligns to the epoch too).
+		size := it.WindowEnd.Sub(it.WindowStart)
+		from := it.WindowStart.UTC().Truncate(size)
+		to := from.Add(size)
 		gi := slices.IndexFunc(groups, func(g *group) bool { return g.date == d })
 		if gi < 0 {
-			groups = append(groups, &group{date: d, from: it.WindowStart.UTC(), to: it.WindowEnd.UTC()})
+			groups = append(groups, &group{date: d, from: from, to: to})
 			gi = len(groups) - 1
 		}
 		g := groups[gi]
-		if it.WindowStart.Before(g.from) {
-			g.from = it.WindowStart.UTC()
+		if from.Before(g.from) {
+			g.from = from
 		}
-		if it.WindowEnd.After(g.to) {
-			g.to = it.WindowEnd.UTC()
+		if to.After(g.to) {
+			g.to = to
 		}
 		w := activities.WindowRef{Key: it.Key, Start: it.WindowStart.UTC()}
 		if !slices.Contains(g.windows, w) {

@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -80,5 +81,46 @@ func TestCorrectMaxDelay(t *testing.T) {
 	}
 	if len(days) != 2 {
 		t.Fatalf("dates %v", days)
+	}
+}
+
+// TestCorrectHoppingWindows: a too-late event of a hopping stream names
+// every window covering it (activities.ReadLate); the recomputes check
+// exactly those, one per UTC date, over ranges on window boundaries that
+// never cross midnight (docs/adr/0041).
+func TestCorrectHoppingWindows(t *testing.T) {
+	f := newFakeTruth()
+	env := truthEnv(t, f)
+	// An event at 00:01:30 in 5-minute windows every minute: windows
+	// starting 23:57 … 00:01.
+	var items []activities.LateItem
+	for s := day.Add(-3 * time.Minute); !s.After(day.Add(time.Minute)); s = s.Add(time.Minute) {
+		items = append(items, late("k", s, 0, 7))
+	}
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.CorrectSignalLate, items) }, 0)
+	env.ExecuteWorkflow(workflows.CorrectWorkflow, workflows.CorrectParams{Stream: "payments", Debounce: 5 * time.Second, MaxDelay: time.Minute, IdleClose: time.Minute})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	calls := f.calls()
+	if len(calls) != 2 {
+		t.Fatalf("%d recomputes, want one per date", len(calls))
+	}
+	slices.SortFunc(calls, func(a, b activities.RecomputeInput) int { return a.From.Compare(b.From) })
+	for i, want := range []struct {
+		from, to time.Time
+		starts   []time.Time
+	}{
+		{day.Add(-5 * time.Minute), day, []time.Time{day.Add(-3 * time.Minute), day.Add(-2 * time.Minute), day.Add(-time.Minute)}},
+		{day, day.Add(5 * time.Minute), []time.Time{day, day.Add(time.Minute)}},
+	} {
+		c := calls[i]
+		var starts []time.Time
+		for _, w := range c.Windows {
+			starts = append(starts, w.Start)
+		}
+		if !c.From.Equal(want.from) || !c.To.Equal(want.to) || !slices.EqualFunc(starts, want.starts, time.Time.Equal) {
+			t.Errorf("recompute %d: [%v, %v) windows %v; want [%v, %v) %v", i, c.From, c.To, starts, want.from, want.to, want.starts)
+		}
 	}
 }
