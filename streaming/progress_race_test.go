@@ -144,7 +144,7 @@ func TestProgressRestoreFromCheckpointOlderThanIdlePurge(t *testing.T) {
 	// that follows lives in the replay log's ticks only.
 	cfg := raceConfig(t, "stream_worker.checkpoint_records=4", "stream_worker.checkpoint_interval=1h")
 	st, _ := cfg.StreamByName("payments")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	latest := latestProgress(t, ctx, cfg, st, 0)
 
@@ -159,7 +159,7 @@ func TestProgressRestoreFromCheckpointOlderThanIdlePurge(t *testing.T) {
 	w1 := startRaceWorker(t, cfg)
 	// Watermark ws+3s after the records; the idle advance fires W and then
 	// purges it (watermark ≥ end + allowed lateness) with ticks alone.
-	waitFor(t, 30*time.Second, "the idle advance to purge W", func() (bool, string) {
+	waitFor(t, 2*time.Minute, "the idle advance to purge W", func() (bool, string) {
 		p := latest()
 		return p.NextOffset > offs[3] && !p.PurgedThrough.Before(end.Add(time.Second)),
 			fmt.Sprintf("progress %+v, want purged through %s", p, end.Add(time.Second))
@@ -216,7 +216,7 @@ func TestProgressRestoreFromCheckpointOlderThanIdlePurge(t *testing.T) {
 	// take it into the window.
 	late := produceTo(t, cfg, 0, pay(5, "u1", 25, 2500*time.Millisecond))[0]
 	w2 := startRaceWorker(t, cfg)
-	waitFor(t, 30*time.Second, "the restarted worker to process the late event", func() (bool, string) {
+	waitFor(t, 2*time.Minute, "the restarted worker to process the late event", func() (bool, string) {
 		p := latest()
 		return p.NextOffset > late, fmt.Sprintf("progress at %d, late event at %d", p.NextOffset, late)
 	})
@@ -279,7 +279,7 @@ func TestStreamRestartDoesNotIdleAheadOfWaitingRecords(t *testing.T) {
 	}
 	cfg := raceConfig(t)
 	st, _ := cfg.StreamByName("payments")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	latest := latestProgress(t, ctx, cfg, st, 0)
 	ws := time.Now().UTC().Truncate(st.Window).Add(-3 * st.Window)
@@ -291,7 +291,7 @@ func TestStreamRestartDoesNotIdleAheadOfWaitingRecords(t *testing.T) {
 	// 1 s idle timeout + 2 s of processing time) left before its purge.
 	offs := produceTo(t, cfg, 0, pay(1, "u1", 10, ws.Add(time.Second)), pay(2, "u1", 20, ws.Add(2*time.Second)), pay(3, "u2", 1, end.Add(st.OutOfOrderness)))
 	w1 := startRaceWorker(t, cfg)
-	waitFor(t, 30*time.Second, "W to fire", func() (bool, string) {
+	waitFor(t, 2*time.Minute, "W to fire", func() (bool, string) {
 		p := latest()
 		return p.NextOffset > offs[2], fmt.Sprintf("progress %+v", p)
 	})
@@ -301,7 +301,7 @@ func TestStreamRestartDoesNotIdleAheadOfWaitingRecords(t *testing.T) {
 	}
 	late := produceTo(t, cfg, 0, pay(4, "u1", 30, ws.Add(3*time.Second)))[0]
 	startRaceWorker(t, cfg)
-	waitFor(t, 30*time.Second, "the restarted worker to process the event", func() (bool, string) {
+	waitFor(t, 2*time.Minute, "the restarted worker to process the event", func() (bool, string) {
 		p := latest()
 		return p.NextOffset > late, fmt.Sprintf("progress %+v", p)
 	})

@@ -88,7 +88,7 @@ func TestBatchMetricsEndToEnd(t *testing.T) {
 	st.waitLakeHolds(t, ctx, pay.Topic, 0, 5)
 	rp.must(t, ctx, 0, batch(5, 5)...)
 	st.waitLakeHolds(t, ctx, pay.Topic, 0, 10)
-	waitFor(t, 30*time.Second, "the metrics to show the archive caught up and the hour awaiting compaction", func() (bool, string) {
+	waitFor(t, 2*time.Minute, "the metrics to show the archive caught up and the hour awaiting compaction", func() (bool, string) {
 		m = scrapeMetrics(t, ctx, url)
 		lag, secs := m["reckon_batch_archive_lag_offsets"+part0], m["reckon_batch_archive_lag_seconds"+part0]
 		_, hasSecs := m["reckon_batch_archive_lag_seconds"+part0]

@@ -142,11 +142,11 @@ func recordZReportHistory(t *testing.T, file string, batch bool) {
 			run = signal(p)
 		}
 	}
-	waitFor(t, 30*time.Second, "the entity to ask the operator", func() (bool, string) {
+	waitFor(t, 2*time.Minute, "the entity to ask the operator", func() (bool, string) {
 		return sim.Stats().NotFound >= 1, "the operator was never asked"
 	})
 	docs.Put(ofd.Document{EventID: "ofd-doc", FiscalDrive: key.FiscalDrive, Shift: key.Shift, Receipts: 120, Total: 78000.5, ShiftClosedAt: closed})
-	waitFor(t, 30*time.Second, "the entity's final report (version 1)", func() (bool, string) {
+	waitFor(t, 2*time.Minute, "the entity's final report (version 1)", func() (bool, string) {
 		v, err := c.QueryWorkflow(ctx, opts.ID, "", workflows.ZReportQueryState)
 		if err != nil {
 			return false, err.Error()
