@@ -40,7 +40,7 @@ const (
 	ErrTypeZReportInput = "ZReportInvalidInput"
 	// ErrTypeLakeAccess: the lake's storage refuses access for good —
 	// access denied, credentials refused, the bucket gone, a read-only
-	// directory (lake.IsPermanent). LakeErrors gives it to any activity
+	// directory (storage.IsPermanent). LakeErrors gives it to any activity
 	// failing so; fixing it takes an operator.
 	ErrTypeLakeAccess = "LakeAccess"
 )

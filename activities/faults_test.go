@@ -29,6 +29,8 @@ import (
 	"reckon/internal/testing/s3test"
 	"reckon/internal/testing/testenv"
 	"reckon/lake"
+	"reckon/lake/storage"
+	"reckon/lake/storage/errorfs"
 )
 
 // The archive activity under injected lake storage faults
@@ -94,7 +96,7 @@ func testStores(t *testing.T, dir string) map[string]func(t *testing.T) testStor
 		"s3": fakeS3Store,
 		"s3-weed": func(t *testing.T) testStore {
 			srv, prefix := s3test.Server(t), s3test.Prefix(t)
-			return testStore{opts: lake.Options{Root: "s3://" + s3test.Bucket + "/" + prefix, S3: lake.S3Options{
+			return testStore{opts: lake.Options{Root: "s3://" + s3test.Bucket + "/" + prefix, S3: storage.S3Options{
 				Endpoint: srv.Endpoint, Region: "us-east-1", AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey}},
 				files: func(t *testing.T) map[string][]byte {
 					c := s3test.Client(t)
@@ -128,7 +130,7 @@ func fakeS3Store(t *testing.T) testStore {
 	}
 	srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
 	t.Cleanup(srv.Close)
-	return testStore{opts: lake.Options{Root: "s3://reckon-lake/prod", S3: lake.S3Options{
+	return testStore{opts: lake.Options{Root: "s3://reckon-lake/prod", S3: storage.S3Options{
 		Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret"}},
 		files: func(t *testing.T) map[string][]byte {
 			list, err := backend.ListBucket("reckon-lake", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
@@ -249,9 +251,9 @@ func TestArchiveActivityUnderLakeFaults(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st := mk(t)
 			opts := st.opts
-			f := lake.UniformFaults(7, 0.1)
+			f := errorfs.UniformFaults(7, 0.1)
 			f.Latency, f.Timeout = 5*time.Millisecond, 30*time.Millisecond
-			opts.Faults = f
+			opts.Wrap = f.Wrap
 			opts.Retry.MaxAttempts = 1 // every fault reaches the activity, as when the lake's retries give up
 			faulty, err := lake.Open(opts)
 			if err != nil {
@@ -302,7 +304,7 @@ func TestPermanentLakeErrorIsNonRetryable(t *testing.T) {
 		t.Skip("kfake")
 	}
 	cfg := archiveFixture(t, 20)
-	denied, err := lake.Open(lake.Options{Root: cfg.Lake.Root, Faults: &lake.Faults{Rules: []lake.FaultRule{{Kind: lake.FaultDenied, Rate: 1}}}})
+	denied, err := lake.Open(lake.Options{Root: cfg.Lake.Root, Wrap: (&errorfs.Faults{Rules: []errorfs.FaultRule{{Kind: errorfs.FaultDenied, Rate: 1}}}).Wrap})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,20 +355,19 @@ func TestRecomputeUnderLakeFaults(t *testing.T) {
 	}
 	t.Run("exhausted", func(t *testing.T) {
 		// seeds 1-16 all pass; 7 fails 9 of 15 attempts
-		recomputeUnderLakeFaults(t, lake.UniformFaults(7, 0.15), lake.RetryOptions{MaxAttempts: 1})
+		recomputeUnderLakeFaults(t, errorfs.UniformFaults(7, 0.15), storage.RetryOptions{MaxAttempts: 1})
 	})
 	t.Run("lake retries", func(t *testing.T) {
-		recomputeUnderLakeFaults(t, lake.UniformFaults(7, 0.15), lake.RetryOptions{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+		recomputeUnderLakeFaults(t, errorfs.UniformFaults(7, 0.15), storage.RetryOptions{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
 	})
 }
 
-func recomputeUnderLakeFaults(t *testing.T, fl *lake.Faults, retry lake.RetryOptions) {
+func recomputeUnderLakeFaults(t *testing.T, fl *errorfs.Faults, retry storage.RetryOptions) {
 	exhausted := retry.MaxAttempts == 1
-	before := storageRetries()
 	f := newTruthFixture(t)
 	scenario(t, f)
 	fl.Latency, fl.Timeout = 5*time.Millisecond, 30*time.Millisecond
-	faulty, err := lake.Open(lake.Options{Root: f.cfg.Lake.Root, Faults: fl, Retry: retry})
+	faulty, err := lake.Open(lake.Options{Root: f.cfg.Lake.Root, Wrap: fl.Wrap, Retry: retry})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +416,7 @@ func recomputeUnderLakeFaults(t *testing.T, fl *lake.Faults, retry lake.RetryOpt
 	if _, all2 := latest(f.published(t)); fmt.Sprint(all) != fmt.Sprint(all2) {
 		t.Errorf("a repeat under faults published:\n%v\n%v", all, all2)
 	}
-	retries := storageRetries() - before
+	retries := storageRetries(faulty)
 	t.Logf("%d activity attempts (%d failed); %d faults injected, %d storage calls retried", r.attempts, r.failed, faulty.FaultsInjected(), retries)
 	switch {
 	case exhausted && r.failed == 0:
@@ -427,10 +428,10 @@ func recomputeUnderLakeFaults(t *testing.T, fl *lake.Faults, retry lake.RetryOpt
 	}
 }
 
-// storageRetries is the lake's retried storage calls so far, every op.
-func storageRetries() int64 {
+// storageRetries is l's retried storage calls so far, every op.
+func storageRetries(l *lake.Lake) int64 {
 	var n int64
-	for _, s := range lake.StorageStats() {
+	for _, s := range l.StorageStats() {
 		n += s.Retries
 	}
 	return n

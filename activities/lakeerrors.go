@@ -7,12 +7,12 @@ import (
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 
-	"reckon/lake"
+	"reckon/lake/storage"
 )
 
 // LakeErrors is a worker interceptor that classifies lake storage failures
 // in one place for every activity: an activity that fails because the
-// lake's storage refuses access for good (lake.IsPermanent: access denied,
+// lake's storage refuses access for good (storage.IsPermanent: access denied,
 // the bucket gone) fails with a non-retryable application error of type
 // ErrTypeLakeAccess whose message names the cause, so the workflow and the
 // UI show it at once instead of after hours of retries. Transient storage
@@ -48,9 +48,9 @@ func (a *mapErrorsActivity) ExecuteActivity(ctx context.Context, in *interceptor
 }
 
 // LakeError returns err as a non-retryable ErrTypeLakeAccess application
-// error when lake.IsPermanent(err), else err unchanged.
+// error when storage.IsPermanent(err), else err unchanged.
 func LakeError(err error) error {
-	if err == nil || !lake.IsPermanent(err) {
+	if err == nil || !storage.IsPermanent(err) {
 		return err
 	}
 	if _, ok := errors.AsType[*temporal.ApplicationError](err); ok {

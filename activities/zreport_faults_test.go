@@ -11,6 +11,8 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"reckon/lake"
+	"reckon/lake/storage"
+	"reckon/lake/storage/errorfs"
 	"reckon/zreport"
 )
 
@@ -35,16 +37,16 @@ func TestZReportUnderLakeFaults(t *testing.T) {
 				}
 				srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
 				t.Cleanup(srv.Close)
-				opts = lake.Options{Root: "s3://reckon-lake/prod", S3: lake.S3Options{
+				opts = lake.Options{Root: "s3://reckon-lake/prod", S3: storage.S3Options{
 					Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret"}}
 			}
 			clean, err := lake.Open(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := lake.UniformFaults(19, 0.3)
+			f := errorfs.UniformFaults(19, 0.3)
 			f.Latency, f.Timeout = time.Millisecond, 20*time.Millisecond
-			opts.Faults = f
+			opts.Wrap = f.Wrap
 			opts.Retry.MaxAttempts = 1 // every fault reaches the activity, as when the lake's retries give up
 			faulty, err := lake.Open(opts)
 			if err != nil {

@@ -26,6 +26,7 @@ import (
 
 	"reckon/internal/testing/s3test"
 	"reckon/lake"
+	"reckon/lake/storage"
 	"reckon/zreport"
 	"reckon/zreport/ofd"
 	"reckon/zreport/ofdsim"
@@ -287,7 +288,7 @@ func TestZReportLakeOnS3(t *testing.T) {
 		}
 		srv := httptest.NewServer(gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server())
 		defer srv.Close()
-		testZReportLakeOnS3(t, lake.Options{Root: "s3://reckon-lake/prod", S3: lake.S3Options{
+		testZReportLakeOnS3(t, lake.Options{Root: "s3://reckon-lake/prod", S3: storage.S3Options{
 			Endpoint: srv.URL, Region: "us-east-1", AccessKeyID: "reckon", SecretAccessKey: "fake-secret"}},
 			func() []string {
 				list, err := backend.ListBucket("reckon-lake", &gofakes3.Prefix{}, gofakes3.ListBucketPage{})
@@ -322,7 +323,7 @@ func TestZReportLakeOnS3(t *testing.T) {
 // test's own (skipped without ./bin/weed unless RECKON_TEST_REQUIRE_S3).
 func weedLakeOptions(t *testing.T) lake.Options {
 	srv := s3test.Server(t)
-	return lake.Options{Root: "s3://" + s3test.Bucket + "/" + s3test.Prefix(t), S3: lake.S3Options{
+	return lake.Options{Root: "s3://" + s3test.Bucket + "/" + s3test.Prefix(t), S3: storage.S3Options{
 		Endpoint: srv.Endpoint, Region: "us-east-1", AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey}}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"reckon/lake/storage"
 )
 
 // offsetRow is the lineage every raw, rejected and raw_dropped row has.
@@ -28,16 +30,16 @@ func (l *Lake) Offsets(ctx context.Context, topic string, fn func(table string, 
 	}
 	for _, table := range []string{RawDir, RejectedDir, DroppedDir} {
 		dir := table + "/topic=" + topic
-		err := l.store.walk(ctx, dir, func(key string, e entry) error {
+		err := l.store.Walk(ctx, dir, func(key string, e storage.Entry) error {
 			for _, part := range strings.Split(strings.TrimPrefix(key, dir+"/"), "/") {
 				if hidden(part) {
 					return nil
 				}
 			}
-			if !strings.HasSuffix(e.name, ".parquet") {
+			if !strings.HasSuffix(e.Name, ".parquet") {
 				return nil
 			}
-			rows, err := readRows[offsetRow](ctx, l, key, e.size)
+			rows, err := readRows[offsetRow](ctx, l, key, e.Size)
 			if err != nil {
 				return err
 			}

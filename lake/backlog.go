@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"reckon/lake/storage"
 )
 
 // Backlog is what awaits compaction in one topic's raw table.
@@ -30,10 +32,10 @@ func (l *Lake) CompactionBacklog(ctx context.Context, topic string, now time.Tim
 	o.fillDefaults()
 	o.Sweep = false
 	dir := RawDir + "/topic=" + topic
-	hours := map[time.Time][]entry{}
-	err := l.store.walk(ctx, dir, func(key string, e entry) error {
+	hours := map[time.Time][]storage.Entry{}
+	err := l.store.Walk(ctx, dir, func(key string, e storage.Entry) error {
 		rel := strings.Split(strings.TrimPrefix(key, dir+"/"), "/")
-		if len(rel) != 3 || e.dir {
+		if len(rel) != 3 || e.Dir {
 			return nil
 		}
 		day, ok1 := parseDateDir("event_date", rel[0])

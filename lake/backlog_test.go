@@ -61,7 +61,7 @@ func TestCompactionBacklog(t *testing.T) {
 	}
 	// The same decision as CompactHour: each hour counted has work there.
 	for ago, work := range map[int]bool{0: true, 1: true, 2: true, 3: false, 4: true, 5: false} {
-		es, err := l.store.list(t.Context(), rawHourKey("pay", h(ago)))
+		es, err := l.store.List(t.Context(), rawHourKey("pay", h(ago)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,10 @@
 package lake
 
 import (
+	"errors"
 	"fmt"
+
+	"reckon/lake/storage"
 )
 
 // DecodePanic turns a panic of the Parquet decoder into an error: some
@@ -39,4 +42,15 @@ func (c *fileCursor) decode(s *scanner, b *rgData, rgi int) (err error) {
 func openFile(key string, open func() error) (err error) {
 	defer DecodePanic(key, &err)
 	return open()
+}
+
+// badFile is the error of a file that failed to decode with err: an
+// ErrBadFile naming key, unless err is the storage's (a ReadError), which
+// is returned as it is.
+func badFile(key string, err error) error {
+	var re *storage.ReadError
+	if errors.As(err, &re) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"reckon/internal/event"
+	"reckon/lake/storage"
 )
 
 // lakeCall is one method of Lake (or of its RawWriter) that reaches storage.
@@ -156,7 +157,7 @@ func TestCancelledContext(t *testing.T) {
 		if p, err := l.ReadProgress(t.Context(), topic, 0); err != nil || p.NextOffset != 10 {
 			t.Errorf("progress after a cancelled write: %+v, %v", p, err)
 		}
-		if _, ok := l.base().(*s3Store); ok {
+		if _, ok := l.base().(*storage.S3); ok {
 			if ups := uploads(t, l); len(ups) != 0 {
 				t.Errorf("unfinished uploads: %q", ups)
 			}

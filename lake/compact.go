@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+
+	"reckon/lake/storage"
 )
 
 // CompactOptions says how CompactHour treats one hour. The zero value of
@@ -168,7 +170,7 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 		return res, fmt.Errorf("%w: compact hour %s is not the start of an hour", ErrBadQuery, hour.UTC().Format(time.RFC3339Nano))
 	}
 	dir := rawHourKey(topic, hour)
-	es, err := l.store.list(ctx, dir)
+	es, err := l.store.List(ctx, dir)
 	if err != nil || len(es) == 0 {
 		return res, err // a missing hour has nothing to compact
 	}
@@ -176,14 +178,14 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 	res.Files, res.MaxPartitionFiles = hf.files(), hf.maxPartitionFiles()
 	// A lock left by a killed compaction is taken over and removed once
 	// stale, work or not.
-	staleLock := slices.ContainsFunc(es, func(e entry) bool {
-		return e.name == lockName && l.opts.Now().Sub(e.modTime) >= l.opts.CompactLease
+	staleLock := slices.ContainsFunc(es, func(e storage.Entry) bool {
+		return e.Name == storage.LockName && l.opts.Now().Sub(e.ModTime) >= l.opts.CompactLease
 	})
 	if !hf.needsWork(o, l.opts.Now()) && !o.Sweep && !staleLock {
 		return res, nil
 	}
 	taken := l.opts.Now()
-	unlock, err := l.store.lock(ctx, dir, taken, l.opts.CompactLease)
+	unlock, err := l.store.Lock(ctx, dir, taken, l.opts.CompactLease)
 	if err != nil {
 		return res, err
 	}
@@ -192,13 +194,13 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 	// the next one may take a lock as old over.
 	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(l.opts.CompactLease*3/4))
 	defer cancel()
-	tmpGone, err := l.store.removeStale(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
+	tmpGone, err := l.store.RemoveStale(ctx, dir, l.opts.Now(), l.opts.TempMaxAge)
 	res.TempRemoved = tmpGone
 	if err != nil {
 		return res, err
 	}
 	// List again under the lock: another compaction may have finished.
-	if es, err = l.store.list(ctx, dir); err != nil {
+	if es, err = l.store.List(ctx, dir); err != nil {
 		return res, err
 	}
 	hf = classify(topic, es)
@@ -224,23 +226,23 @@ type hourFiles struct {
 	oldestArchive                time.Time // modification time
 }
 
-func classify(topic string, es []entry) hourFiles {
+func classify(topic string, es []storage.Entry) hourFiles {
 	hf := hourFiles{archive: map[int32][]compactInput{}}
 	for _, e := range es {
-		if e.dir || hidden(e.name) {
+		if e.Dir || hidden(e.Name) {
 			continue
 		}
-		if r, err := ParseFileName(topic, e.name); err == nil {
-			hf.archive[r.Partition] = append(hf.archive[r.Partition], compactInput{name: e.name, size: e.size, FileRange: r})
-			hf.archiveBytes += e.size
-			if hf.oldestArchive.IsZero() || e.modTime.Before(hf.oldestArchive) {
-				hf.oldestArchive = e.modTime
+		if r, err := ParseFileName(topic, e.Name); err == nil {
+			hf.archive[r.Partition] = append(hf.archive[r.Partition], compactInput{name: e.Name, size: e.Size, FileRange: r})
+			hf.archiveBytes += e.Size
+			if hf.oldestArchive.IsZero() || e.ModTime.Before(hf.oldestArchive) {
+				hf.oldestArchive = e.ModTime
 			}
 			continue
 		}
-		if gen, ok := parseCompactedName(topic, e.name); ok {
-			hf.compacted = append(hf.compacted, compactInput{name: e.name, size: e.size})
-			hf.compactedBytes += e.size
+		if gen, ok := parseCompactedName(topic, e.Name); ok {
+			hf.compacted = append(hf.compacted, compactInput{name: e.Name, size: e.Size})
+			hf.compactedBytes += e.Size
 			hf.maxGen = max(hf.maxGen, gen)
 		}
 	}
@@ -352,7 +354,7 @@ func (l *Lake) mergeOpen(ctx context.Context, topic, dir string, hf hourFiles, o
 		}
 		outName := FileName(topic, p, out.FirstOffset, out.LastOffset)
 		var rows, dups int64
-		size, err := l.store.put(ctx, joinKey(dir, outName), func(w io.Writer) error {
+		size, err := l.store.Put(ctx, storage.JoinKey(dir, outName), func(w io.Writer) error {
 			rows = 0 // a retried put writes the file again from its inputs
 			m, err := l.newMerger(ctx, dir, inputs)
 			if err != nil {
@@ -387,7 +389,7 @@ func (l *Lake) mergeOpen(ctx context.Context, topic, dir string, hf hourFiles, o
 		if err != nil {
 			return err
 		}
-		res.Written = append(res.Written, FileInfo{Path: joinKey(dir, outName), Rows: rows, Bytes: size})
+		res.Written = append(res.Written, FileInfo{Path: storage.JoinKey(dir, outName), Rows: rows, Bytes: size})
 		res.Rows += rows
 		res.DuplicateOffsets += dups
 		var gone []string
@@ -395,10 +397,10 @@ func (l *Lake) mergeOpen(ctx context.Context, topic, dir string, hf hourFiles, o
 			// An input named like the output was replaced by it.
 			if in.name != outName {
 				gone = append(gone, in.name)
-				res.Removed = append(res.Removed, joinKey(dir, in.name))
+				res.Removed = append(res.Removed, storage.JoinKey(dir, in.name))
 			}
 		}
-		if err := l.store.remove(ctx, dir, gone); err != nil {
+		if err := l.store.Remove(ctx, dir, gone); err != nil {
 			return err
 		}
 		res.Files -= len(inputs) - 1
@@ -464,15 +466,15 @@ func openMergeRun(files []compactInput, o CompactOptions) []compactInput {
 func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, dir string, hf hourFiles, o CompactOptions,
 	takeover bool, res *CompactResult) error {
 	ddir := droppedHourKey(topic, hour)
-	des, err := l.store.list(ctx, ddir)
+	des, err := l.store.List(ctx, ddir)
 	if err != nil {
 		return err
 	}
 	var oldDropped []string
 	gen := hf.maxGen
 	for _, e := range des {
-		if g, ok := parseDroppedName(topic, e.name); ok && !e.dir {
-			oldDropped = append(oldDropped, e.name)
+		if g, ok := parseDroppedName(topic, e.Name); ok && !e.Dir {
+			oldDropped = append(oldDropped, e.Name)
 			gen = max(gen, g)
 		}
 	}
@@ -501,7 +503,7 @@ func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, 
 		name := CompactedName(topic, gen, n)
 		var rows int64
 		// putOnce: the rows come from one merge that a retry cannot rewind.
-		size, err := l.putOnce(ctx, joinKey(dir, name), func(w io.Writer) error {
+		size, err := l.putOnce(ctx, storage.JoinKey(dir, name), func(w io.Writer) error {
 			pw := parquet.NewGenericWriter[RawRow](w, l.writerOptions(rawSorting...)...)
 			for rows < o.MaxRows {
 				r, ok, err := m.nextEvent()
@@ -528,7 +530,7 @@ func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, 
 		if err != nil {
 			return err
 		}
-		res.Written = append(res.Written, FileInfo{Path: joinKey(dir, name), Rows: rows, Bytes: size})
+		res.Written = append(res.Written, FileInfo{Path: storage.JoinKey(dir, name), Rows: rows, Bytes: size})
 		res.Rows += rows
 	}
 	res.DuplicateOffsets, res.Dropped = m.dupOffsets, int64(len(m.dropped))
@@ -540,7 +542,7 @@ func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, 
 		// go once the inputs are deleted.
 		all := m.dropped
 		for _, n := range oldDropped {
-			rows, err := readRows[DroppedRow](ctx, l, joinKey(ddir, n), -1)
+			rows, err := readRows[DroppedRow](ctx, l, storage.JoinKey(ddir, n), -1)
 			if err != nil {
 				return err
 			}
@@ -553,7 +555,7 @@ func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, 
 			return a.KafkaPartition == b.KafkaPartition && a.KafkaOffset == b.KafkaOffset
 		})
 		name := droppedName(topic, gen)
-		if _, err := l.store.put(ctx, joinKey(ddir, name), func(w io.Writer) error {
+		if _, err := l.store.Put(ctx, storage.JoinKey(ddir, name), func(w io.Writer) error {
 			pw := parquet.NewGenericWriter[DroppedRow](w, l.writerOptions()...)
 			if _, err := pw.Write(all); err != nil {
 				return err
@@ -562,18 +564,18 @@ func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, 
 		}); err != nil {
 			return err
 		}
-		res.DroppedFile = joinKey(ddir, name)
+		res.DroppedFile = storage.JoinKey(ddir, name)
 	}
 	gone := make([]string, 0, len(inputs))
 	for _, in := range inputs {
 		gone = append(gone, in.name)
-		res.Removed = append(res.Removed, joinKey(dir, in.name))
+		res.Removed = append(res.Removed, storage.JoinKey(dir, in.name))
 	}
-	if err := l.store.remove(ctx, dir, gone); err != nil {
+	if err := l.store.Remove(ctx, dir, gone); err != nil {
 		return err
 	}
 	if res.DroppedFile != "" {
-		if err := l.store.remove(ctx, ddir, oldDropped); err != nil {
+		if err := l.store.Remove(ctx, ddir, oldDropped); err != nil {
 			return err
 		}
 	}
@@ -594,7 +596,7 @@ type merger struct {
 func (l *Lake) newMerger(ctx context.Context, dir string, inputs []compactInput) (*merger, error) {
 	m := &merger{}
 	for _, in := range inputs {
-		c, err := l.openCursor(ctx, joinKey(dir, in.name), in.size)
+		c, err := l.openCursor(ctx, storage.JoinKey(dir, in.name), in.size)
 		if err != nil {
 			m.close()
 			return nil, err
@@ -715,7 +717,7 @@ func (m *merger) nextEvent() (*RawRow, bool, error) {
 // cursor reads one sorted raw file in chunks.
 type cursor struct {
 	key string
-	f   objectReader
+	f   storage.ObjectReader
 	r   *parquet.GenericReader[RawRow]
 	buf []RawRow
 	i   int

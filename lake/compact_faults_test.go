@@ -4,6 +4,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"reckon/lake/storage"
+	"reckon/lake/storage/errorfs"
 )
 
 // Compaction under injected storage faults: kept apart from
@@ -22,9 +25,9 @@ import (
 // the real one, no attempt waits TempMaxAge for a lock it holds itself.
 func TestCompactUnderFaults(t *testing.T) {
 	forEachStore(t, func(t *testing.T, opts Options) {
-		opts.Retry = RetryOptions{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
+		opts.Retry = storage.RetryOptions{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
 		var log faultLog
-		f := UniformFaults(33, 5*faultRate) // a compaction makes few calls: a higher rate fails some twice in a row
+		f := errorfs.UniformFaults(33, 5*faultRate) // a compaction makes few calls: a higher rate fails some twice in a row
 		f.OnFault = log.add
 		l, clean := faultLake(t, opts, f)
 		const files, per = 12, 50
@@ -73,10 +76,10 @@ func TestCompactUnderFaults(t *testing.T) {
 	})
 }
 
-func entriesOf(names []string) []entry {
-	es := make([]entry, len(names))
+func entriesOf(names []string) []storage.Entry {
+	es := make([]storage.Entry, len(names))
 	for i, n := range names {
-		es[i] = entry{name: n}
+		es[i] = storage.Entry{Name: n}
 	}
 	return es
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"reckon/lake/storage"
 )
 
 // Environment of the killed compaction's child process.
@@ -155,9 +157,9 @@ func TestCompactKillChild(t *testing.T) {
 		t.Skip("runs as TestCompactKilled's child")
 	}
 	opts := Options{Root: os.Getenv(envKillRoot)}
-	if IsS3Root(opts.Root) {
+	if storage.IsS3Root(opts.Root) {
 		key, secret, _ := strings.Cut(os.Getenv(envKillS3Key), ":")
-		opts.S3 = S3Options{Endpoint: os.Getenv(envKillS3), Region: "us-east-1", AccessKeyID: key, SecretAccessKey: secret}
+		opts.S3 = storage.S3Options{Endpoint: os.Getenv(envKillS3), Region: "us-east-1", AccessKeyID: key, SecretAccessKey: secret}
 	}
 	l := mustOpen(t, opts)
 	spec := os.Getenv(envKillAt)
@@ -165,7 +167,7 @@ func TestCompactKillChild(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s=%q", envKillAt, spec)
 	}
-	l.store = &killStore{storage: l.store, at: n, mid: strings.HasSuffix(spec, "mid")}
+	l.store = &killStore{Store: l.store, at: n, mid: strings.HasSuffix(spec, "mid")}
 	if _, err := l.CompactHour(context.Background(), topic, testStart, CompactOptions{MaxRows: killMaxRows}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +176,7 @@ func TestCompactKillChild(t *testing.T) {
 // killStore SIGKILLs its process at the at-th storage mutation: before it,
 // or with mid in its middle.
 type killStore struct {
-	storage
+	storage.Store
 	at  int
 	mid bool
 	n   int
@@ -191,14 +193,14 @@ func (k *killStore) due() bool {
 	return k.n == k.at
 }
 
-func (k *killStore) put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
+func (k *killStore) Put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
 	if !k.due() {
-		return k.storage.put(ctx, key, write)
+		return k.Store.Put(ctx, key, write)
 	}
 	if !k.mid {
 		die()
 	}
-	return k.storage.put(ctx, key, func(w io.Writer) error {
+	return k.Store.Put(ctx, key, func(w io.Writer) error {
 		return write(&dieWriter{w: w})
 	})
 }
@@ -216,12 +218,12 @@ func (d *dieWriter) Write(p []byte) (int, error) {
 	return d.w.Write(p)
 }
 
-func (k *killStore) remove(ctx context.Context, dir string, names []string) error {
+func (k *killStore) Remove(ctx context.Context, dir string, names []string) error {
 	if !k.due() {
-		return k.storage.remove(ctx, dir, names)
+		return k.Store.Remove(ctx, dir, names)
 	}
 	if k.mid && len(names) > 1 {
-		if err := k.storage.remove(ctx, dir, names[:len(names)/2]); err != nil {
+		if err := k.Store.Remove(ctx, dir, names[:len(names)/2]); err != nil {
 			return err
 		}
 	}
@@ -229,18 +231,18 @@ func (k *killStore) remove(ctx context.Context, dir string, names []string) erro
 	return nil
 }
 
-func (k *killStore) removeStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
+func (k *killStore) RemoveStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
 	if k.due() {
 		die()
 	}
-	return k.storage.removeStale(ctx, dir, now, maxAge)
+	return k.Store.RemoveStale(ctx, dir, now, maxAge)
 }
 
-func (k *killStore) lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+func (k *killStore) Lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
 	if k.due() {
 		die()
 	}
-	unlock, err := k.storage.lock(ctx, dir, now, maxAge)
+	unlock, err := k.Store.Lock(ctx, dir, now, maxAge)
 	if err != nil {
 		return nil, err
 	}

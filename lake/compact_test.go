@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"reckon/lake/storage"
 )
 
 func TestCompact(t *testing.T) { forEachStore(t, testCompact) }
@@ -67,7 +69,7 @@ func testCompact(t *testing.T, opts Options) {
 	inputs := dirNames(t, l, dir)
 	saved := map[string][]byte{}
 	for _, n := range inputs {
-		if saved[n], err = l.store.readFile(ctx, joinKey(dir, n)); err != nil {
+		if saved[n], err = l.store.ReadFile(ctx, storage.JoinKey(dir, n)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +110,7 @@ func testCompact(t *testing.T, opts Options) {
 	// temporary file, on S3 an unfinished multipart upload) older than
 	// TempMaxAge goes too.
 	for n, b := range saved {
-		putFile(t, l, joinKey(dir, n), b)
+		putFile(t, l, storage.JoinKey(dir, n), b)
 	}
 	addDebris(t, l, dir, "m8-suhu-kejadian-c1-0.parquet")
 	mid, st, err := l.Aggregate(ctx, q, 10*time.Minute)
@@ -121,7 +123,7 @@ func testCompact(t *testing.T, opts Options) {
 		t.Fatalf("rerun with young debris: %+v, %v", res, err)
 	}
 	want2 := []string{"m8-suhu-kejadian-c2-0.parquet", "m8-suhu-kejadian-c2-1.parquet", "m8-suhu-kejadian-c2-2.parquet"}
-	if got := slices.DeleteFunc(dirNames(t, l, dir), isTemp); !slices.Equal(got, want2) {
+	if got := slices.DeleteFunc(dirNames(t, l, dir), storage.IsTemp); !slices.Equal(got, want2) {
 		t.Fatalf("after the rerun: %v, want %v", got, want2)
 	}
 	if got := dirNames(t, l, droppedHourKey(topic, testStart)); !slices.Equal(got, []string{"m8-suhu-kejadian-c2.parquet"}) {
@@ -135,10 +137,10 @@ func testCompact(t *testing.T, opts Options) {
 	if err != nil || len(res.Written) != 0 || len(res.Removed) != 0 || res.Files != 3 {
 		t.Errorf("third run: %+v, %v", res, err)
 	}
-	if _, ok := l.base().(*localStore); ok && len(res.TempRemoved) != 1 {
+	if _, ok := l.base().(*storage.Local); ok && len(res.TempRemoved) != 1 {
 		t.Errorf("third run removed %v, want the debris", res.TempRemoved)
 	}
-	if _, ok := l.base().(*s3Store); ok {
+	if _, ok := l.base().(*storage.S3); ok {
 		if u := uploads(t, l); len(u) != 0 {
 			t.Errorf("uploads left: %v", u)
 		}
@@ -216,8 +218,8 @@ func checkCompacted(t *testing.T, l *Lake, q Query, all []RawRow, rows, dropped 
 func rawRowCount(t *testing.T, l *Lake, topic string) int64 {
 	t.Helper()
 	var n int64
-	if err := l.store.walk(context.Background(), RawDir+"/topic="+topic, func(key string, e entry) error {
-		if !hidden(e.name) && strings.HasSuffix(e.name, ".parquet") {
+	if err := l.store.Walk(context.Background(), RawDir+"/topic="+topic, func(key string, e storage.Entry) error {
+		if !hidden(e.Name) && strings.HasSuffix(e.Name, ".parquet") {
 			n += openParquet(t, l, key).NumRows()
 		}
 		return nil
@@ -316,7 +318,7 @@ func testCompactLockLease(t *testing.T, opts Options) {
 	l.WriteRaw(t.Context(), topic, 0, 0, 9, rows[:10])
 	l.WriteRaw(t.Context(), topic, 0, 10, 19, rows[10:])
 	dir := rawHourKey(topic, testStart)
-	putFile(t, l, joinKey(dir, lockName), nil) // a compaction killed just now
+	putFile(t, l, storage.JoinKey(dir, storage.LockName), nil) // a compaction killed just now
 	l.opts.Now = func() time.Time { return time.Now().Add(time.Minute) }
 	if _, err := l.Compact(t.Context(), topic, testStart); err == nil || !strings.Contains(err.Error(), "another compaction") {
 		t.Fatalf("a lock within its lease was taken over: %v", err)
@@ -337,7 +339,7 @@ func testCompactLock(t *testing.T, opts Options) {
 	l.WriteRaw(t.Context(), topic, 0, 0, 9, rows[:10])
 	l.WriteRaw(t.Context(), topic, 0, 10, 19, rows[10:])
 	dir := rawHourKey(topic, testStart)
-	putFile(t, l, joinKey(dir, lockName), nil)
+	putFile(t, l, storage.JoinKey(dir, storage.LockName), nil)
 	if _, err := l.Compact(context.Background(), topic, testStart); err == nil || !strings.Contains(err.Error(), "another compaction") {
 		t.Fatalf("compaction ran while another held the lock: %v", err)
 	}
@@ -355,15 +357,15 @@ func testCompactLock(t *testing.T, opts Options) {
 		t.Errorf("lock left behind: %v", got)
 	}
 	// While one compaction holds the lock, another is refused.
-	unlock, err := l.store.lock(context.Background(), dir, time.Now(), time.Hour)
+	unlock, err := l.store.Lock(context.Background(), dir, time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.store.lock(context.Background(), dir, time.Now(), time.Hour); err == nil {
+	if _, err := l.store.Lock(context.Background(), dir, time.Now(), time.Hour); err == nil {
 		t.Error("a second lock was granted")
 	}
 	unlock()
-	if got := dirNames(t, l, dir); slices.Contains(got, lockName) {
+	if got := dirNames(t, l, dir); slices.Contains(got, storage.LockName) {
 		t.Errorf("unlock left %v", got)
 	}
 }
@@ -379,7 +381,7 @@ func testCompactBadInput(t *testing.T, opts Options) {
 		t.Fatal(err)
 	}
 	dir := rawHourKey(topic, testStart)
-	putFile(t, l, joinKey(dir, FileName(topic, 0, 10, 19)), []byte("PAR1 not really parquet PAR1"))
+	putFile(t, l, storage.JoinKey(dir, FileName(topic, 0, 10, 19)), []byte("PAR1 not really parquet PAR1"))
 	before := listFiles(t, l)
 	_, err := l.Compact(context.Background(), topic, testStart)
 	if !errors.Is(err, ErrBadFile) {
@@ -393,14 +395,14 @@ func testCompactBadInput(t *testing.T, opts Options) {
 // staleListStore hands out a listing of dir taken before calling between
 // once, so a reader opens files that between has replaced.
 type staleListStore struct {
-	storage
+	storage.Store
 	dir     string
 	between func()
 	done    bool
 }
 
-func (s *staleListStore) list(ctx context.Context, dir string) ([]entry, error) {
-	es, err := s.storage.list(ctx, dir)
+func (s *staleListStore) List(ctx context.Context, dir string) ([]storage.Entry, error) {
+	es, err := s.Store.List(ctx, dir)
 	if err == nil && dir == s.dir && !s.done {
 		s.done = true
 		s.between()
@@ -430,7 +432,7 @@ func testReadRacesCompaction(t *testing.T, opts Options) {
 	for _, o := range []CompactOptions{{Open: true, MaxOpenFiles: 8}, {MaxRows: 150}} {
 		reader := mustOpen(t, opts)
 		var res CompactResult
-		reader.store = &staleListStore{storage: reader.store, dir: rawHourKey(topic, testStart), between: func() {
+		reader.store = &staleListStore{Store: reader.store, dir: rawHourKey(topic, testStart), between: func() {
 			var err error
 			if res, err = l.CompactHour(ctx, topic, testStart, o); err != nil {
 				t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"reckon/internal/event"
+	"reckon/lake/storage"
 )
 
 // Curated tables: what analysts read instead of assembling the history
@@ -179,7 +180,7 @@ func (l *Lake) RebuildCurated(ctx context.Context, stream string, day time.Time)
 			return CurateResult{}, fmt.Errorf("lake: curate: %w", err)
 		}
 		for _, f := range fs {
-			rs, err := readRows[SummaryRow](ctx, l, joinKey(dir, f.name), f.size)
+			rs, err := readRows[SummaryRow](ctx, l, storage.JoinKey(dir, f.Name), f.Size)
 			if err != nil {
 				return CurateResult{}, fmt.Errorf("lake: curate: %w", err)
 			}
@@ -298,8 +299,8 @@ func (l *Lake) curateDay(ctx context.Context, stream string, day time.Time, summ
 			return res, fmt.Errorf("lake: curate: %w", err)
 		}
 		for _, e := range es {
-			sizes[joinKey(dir, e.name)] = e.size
-			if h, ok := curatedHourOf(e.name); ok && rebuild && touched[h] == nil {
+			sizes[storage.JoinKey(dir, e.Name)] = e.Size
+			if h, ok := curatedHourOf(e.Name); ok && rebuild && touched[h] == nil {
 				// Hours curated before but without rows now are emptied too.
 				touched[h] = &hourRows{}
 			}
@@ -336,22 +337,22 @@ func (l *Lake) curateDay(ctx context.Context, stream string, day time.Time, summ
 // curateLock takes the curation lock of a windows day directory, waiting
 // (polling) while another curator holds it.
 func (l *Lake) curateLock(ctx context.Context, dir string) (func(), error) {
-	if ls, ok := l.base().(*localStore); ok {
+	if ls, ok := l.base().(*storage.Local); ok {
 		// A local lock file needs its directory; on S3 it is just a key.
-		if err := mkdirAllSync(ls.path(dir)); err != nil {
+		if err := storage.MkdirAllSync(ls.Path(dir)); err != nil {
 			return nil, err
 		}
 	}
 	wait := 20 * time.Millisecond
 	for {
-		unlock, err := l.store.lock(ctx, dir, l.opts.Now(), curateLockAge)
+		unlock, err := l.store.Lock(ctx, dir, l.opts.Now(), curateLockAge)
 		if err == nil {
 			return unlock, nil
 		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("lake: curate %s: %w", dir, ctx.Err())
 		}
-		if !errors.Is(err, errLockHeld) {
+		if !errors.Is(err, storage.ErrLockHeld) {
 			return nil, fmt.Errorf("lake: curate: %w", err)
 		}
 		t := time.NewTimer(wait)
@@ -451,7 +452,7 @@ func curatedHourOf(name string) (int, bool) {
 
 // readCuratedHour loads an hour's windows and corrections files, if any.
 func (l *Lake) readCuratedHour(ctx context.Context, wdir, cdir string, hour int, sizes map[string]int64, st *curatedHour) error {
-	ws, meta, err := readCurated[WindowRow](ctx, l, joinKey(wdir, windowsFile(hour)), sizes)
+	ws, meta, err := readCurated[WindowRow](ctx, l, storage.JoinKey(wdir, windowsFile(hour)), sizes)
 	if err != nil {
 		return err
 	}
@@ -464,17 +465,19 @@ func (l *Lake) readCuratedHour(ctx context.Context, wdir, cdir string, hour int,
 	if meta != "" {
 		var checked [][2]json.RawMessage
 		if err := json.Unmarshal([]byte(meta), &checked); err != nil {
-			return fmt.Errorf("%w: %s: metadata %s: %v", ErrBadFile, joinKey(wdir, windowsFile(hour)), checkedMetaKey, err)
+			return fmt.Errorf("%w: %s: metadata %s: %v",
+				ErrBadFile, storage.JoinKey(wdir, windowsFile(hour)), checkedMetaKey, err)
 		}
 		for _, c := range checked {
 			var k curatedKey
 			if err := errors.Join(json.Unmarshal(c[0], &k.key), json.Unmarshal(c[1], &k.start)); err != nil {
-				return fmt.Errorf("%w: %s: metadata %s: %v", ErrBadFile, joinKey(wdir, windowsFile(hour)), checkedMetaKey, err)
+				return fmt.Errorf("%w: %s: metadata %s: %v",
+					ErrBadFile, storage.JoinKey(wdir, windowsFile(hour)), checkedMetaKey, err)
 			}
 			st.checked[k] = true
 		}
 	}
-	cs, _, err := readCurated[CorrectionRow](ctx, l, joinKey(cdir, correctionsFile(hour)), sizes)
+	cs, _, err := readCurated[CorrectionRow](ctx, l, storage.JoinKey(cdir, correctionsFile(hour)), sizes)
 	if err != nil {
 		return err
 	}
@@ -538,12 +541,12 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 		}
 		opts = append(opts, parquet.KeyValueMetadata(checkedMetaKey, string(b)))
 	}
-	key := joinKey(wdir, windowsFile(hour))
+	key := storage.JoinKey(wdir, windowsFile(hour))
 	if _, err := putRows(ctx, l, key, ws, opts...); err != nil {
 		return res, err
 	}
 	res.Files, res.Windows = append(res.Files, key), int64(len(ws))
-	if _, had := sizes[joinKey(cdir, correctionsFile(hour))]; len(st.corrections) == 0 && !had {
+	if _, had := sizes[storage.JoinKey(cdir, correctionsFile(hour))]; len(st.corrections) == 0 && !had {
 		return res, nil
 	}
 	cs := make([]CorrectionRow, 0, len(st.corrections))
@@ -559,7 +562,7 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 	if !slices.IsSortedFunc(cs, cmpCorrections) {
 		slices.SortFunc(cs, cmpCorrections)
 	}
-	key = joinKey(cdir, correctionsFile(hour))
+	key = storage.JoinKey(cdir, correctionsFile(hour))
 	if _, err := putRows(ctx, l, key, cs, l.writerOptions(summarySorting...)...); err != nil {
 		return res, err
 	}

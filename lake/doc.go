@@ -44,12 +44,15 @@
 // cut short returns an error wrapping ctx.Err() and, like any failed write,
 // leaves no partial file visible.
 //
-// Options.Faults wraps the storage in a fault injector for tests and
-// `make chaos` (docs/adr/0022-lake-fault-injection.md); IsPermanent tells a
+// The storage itself (the interface, the directory and the S3 stores,
+// retries) is package lake/storage (docs/adr/0039-lake-storage-package.md).
+// Options.Wrap wraps it, inside the retries; the wiring puts the fault
+// injector of lake/storage/errorfs there for tests and `make chaos`
+// (docs/adr/0022-lake-fault-injection.md). storage.IsPermanent tells a
 // storage failure no retry can fix (access denied, the bucket gone) from a
 // transient one. Transient failures are retried inside the lake, a bounded
-// number of times with backoff (Options.Retry, lake/retrystore.go), and
-// counted (StorageStats).
+// number of times with backoff (Options.Retry, lake/storage/retry.go), and
+// counted per lake (StorageStats).
 //
 // Package lake does not talk to Kafka or Temporal; the archive activities
 // read offset ranges and hand the records to a RawWriter.

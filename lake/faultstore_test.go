@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"reckon/internal/event"
+	"reckon/lake/storage"
+	"reckon/lake/storage/errorfs"
 )
 
 // The lake under injected storage faults (docs/adr/0022-lake-fault-injection.md):
@@ -39,9 +41,9 @@ const retryBound = 40
 // exhausted, so the path tests prove that a failure the lake gives up on
 // leaves nothing partial and that its activity's retry gets past it.
 // TestRetriesAtFaultRate runs the same paths with the lake's retries.
-func faultLake(t *testing.T, opts Options, f *Faults) (faulty, clean *Lake) {
+func faultLake(t *testing.T, opts Options, f *errorfs.Faults) (faulty, clean *Lake) {
 	t.Helper()
-	if opts.Retry == (RetryOptions{}) {
+	if opts.Retry == (storage.RetryOptions{}) {
 		opts.Retry.MaxAttempts = 1
 	}
 	if f.Timeout == 0 {
@@ -51,26 +53,26 @@ func faultLake(t *testing.T, opts Options, f *Faults) (faulty, clean *Lake) {
 		f.Latency = 5 * time.Millisecond
 	}
 	clean = mustOpen(t, opts)
-	opts.Faults = f
+	opts.Wrap = f.Wrap
 	return mustOpen(t, opts), clean
 }
 
 // faultLog collects injected faults (Faults.OnFault) per kind.
 type faultLog struct {
 	mu     sync.Mutex
-	faults []Fault
+	faults []errorfs.Fault
 }
 
-func (fl *faultLog) add(f Fault) {
+func (fl *faultLog) add(f errorfs.Fault) {
 	fl.mu.Lock()
 	fl.faults = append(fl.faults, f)
 	fl.mu.Unlock()
 }
 
-func (fl *faultLog) kinds() map[FaultKind]int {
+func (fl *faultLog) kinds() map[errorfs.FaultKind]int {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
-	m := map[FaultKind]int{}
+	m := map[errorfs.FaultKind]int{}
 	for _, f := range fl.faults {
 		m[f.Kind]++
 	}
@@ -90,10 +92,10 @@ func retry(t *testing.T, what string, step func() error, check func()) int {
 		if err == nil {
 			return attempt
 		}
-		if IsPermanent(err) {
+		if storage.IsPermanent(err) {
 			t.Fatalf("%s: attempt %d: a transient fault gave a permanent error: %v", what, attempt, err)
 		}
-		var ie *InjectedError
+		var ie *errorfs.InjectedError
 		if !errors.As(err, &ie) && !strings.Contains(err.Error(), "lake: injected ") {
 			t.Fatalf("%s: attempt %d: %v, want an error naming the injected fault", what, attempt, err)
 		}
@@ -114,7 +116,7 @@ func checkVisible(t *testing.T, clean *Lake) {
 	t.Helper()
 	for _, key := range listFiles(t, clean) {
 		base := filepath.Base(key)
-		if isTemp(base) {
+		if storage.IsTemp(base) {
 			t.Errorf("temporary file left behind: %s", key)
 			continue
 		}
@@ -136,7 +138,7 @@ func checkVisible(t *testing.T, clean *Lake) {
 			}
 		}
 	}
-	if _, ok := clean.base().(*s3Store); ok {
+	if _, ok := clean.base().(*storage.S3); ok {
 		if ups := uploads(t, clean); len(ups) != 0 {
 			t.Errorf("unfinished uploads left behind: %q", ups)
 		}
@@ -197,7 +199,7 @@ func archiveRecords(n int) []RawRecord {
 func TestArchiveUnderFaults(t *testing.T) {
 	forEachStore(t, func(t *testing.T, opts Options) {
 		var log faultLog
-		f := UniformFaults(11, faultRate)
+		f := errorfs.UniformFaults(11, faultRate)
 		f.OnFault = log.add
 		l, clean := faultLake(t, opts, f)
 		w, err := l.NewRawWriter(RawTable{Topic: topic, KeyPath: "data.id_perangkat", ValuePath: "data.suhu_c"}, testGate(t))
@@ -243,7 +245,7 @@ func TestArchiveUnderFaults(t *testing.T) {
 		}
 		kinds := log.kinds()
 		t.Logf("%d steps in %d attempts; faults injected %d: %v", steps, attempts, l.FaultsInjected(), kinds)
-		if kinds[FaultError] == 0 || kinds[FaultLost] == 0 || kinds[FaultNoSpace] == 0 {
+		if kinds[errorfs.FaultError] == 0 || kinds[errorfs.FaultLost] == 0 || kinds[errorfs.FaultNoSpace] == 0 {
 			t.Errorf("the archive met too few kinds of fault to prove anything: %v", kinds)
 		}
 	})
@@ -279,7 +281,7 @@ func samePanes(a, b []event.Pane) bool {
 func TestTablesUnderFaults(t *testing.T) {
 	forEachStore(t, func(t *testing.T, opts Options) {
 		var log faultLog
-		f := UniformFaults(23, 3*faultRate) // few calls per write: a higher rate meets every kind
+		f := errorfs.UniformFaults(23, 3*faultRate) // few calls per write: a higher rate meets every kind
 		f.OnFault = log.add
 		l, clean := faultLake(t, opts, f)
 		ctx := t.Context()
@@ -346,7 +348,7 @@ func TestTablesUnderFaults(t *testing.T) {
 		}
 		kinds := log.kinds()
 		t.Logf("faults injected %d: %v", l.FaultsInjected(), kinds)
-		if kinds[FaultError] == 0 || kinds[FaultLost] == 0 || kinds[FaultTimeout] == 0 {
+		if kinds[errorfs.FaultError] == 0 || kinds[errorfs.FaultLost] == 0 || kinds[errorfs.FaultTimeout] == 0 {
 			t.Errorf("the writes and reads met too few kinds of fault to prove anything: %v", kinds)
 		}
 	})
@@ -383,20 +385,20 @@ func TestReaderUnderFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		var log faultLog
-		f := &Faults{Seed: 5, OnFault: log.add}
-		for _, op := range []FaultOp{OpOpen, OpRead, OpList} {
-			for _, k := range []FaultKind{FaultError, FaultTimeout, FaultLost, FaultLatency} {
-				f.Rules = append(f.Rules, FaultRule{Op: op, Kind: k, Rate: 0.001})
+		f := &errorfs.Faults{Seed: 5, OnFault: log.add}
+		for _, op := range []storage.Op{storage.OpOpen, storage.OpRead, storage.OpList} {
+			for _, k := range []errorfs.FaultKind{errorfs.FaultError, errorfs.FaultTimeout, errorfs.FaultLost, errorfs.FaultLatency} {
+				f.Rules = append(f.Rules, errorfs.FaultRule{Op: op, Kind: k, Rate: 0.001})
 			}
 		}
-		f.Rules = append(f.Rules, FaultRule{Op: OpRead, Kind: FaultShortRead, Rate: 0.002})
+		f.Rules = append(f.Rules, errorfs.FaultRule{Op: storage.OpRead, Kind: errorfs.FaultShortRead, Rate: 0.002})
 		l, _ := faultLake(t, opts, f)
 
 		var ok, failed int
 		for range 12 {
 			got, _, err := l.Aggregate(t.Context(), q, 5*time.Minute)
 			if err != nil {
-				if !errors.Is(err, ErrInjected) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !strings.Contains(err.Error(), "injected") {
+				if !errors.Is(err, errorfs.ErrInjected) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !strings.Contains(err.Error(), "injected") {
 					t.Errorf("a failed query does not name the fault: %v", err)
 				}
 				if errors.Is(err, ErrBadFile) {
@@ -442,8 +444,8 @@ func TestFaultKinds(t *testing.T) {
 	forEachStore(t, func(t *testing.T, opts Options) {
 		opts.Retry = fastRetry // every call draws the fault: the retries give up
 		const key = "reports/k/file.json"
-		always := func(op FaultOp, k FaultKind) *Faults {
-			return &Faults{Rules: []FaultRule{{Op: op, Kind: k, Rate: 1}}, Timeout: 20 * time.Millisecond, Latency: time.Millisecond}
+		always := func(op storage.Op, k errorfs.FaultKind) *errorfs.Faults {
+			return &errorfs.Faults{Rules: []errorfs.FaultRule{{Op: op, Kind: k, Rate: 1}}, Timeout: 20 * time.Millisecond, Latency: time.Millisecond}
 		}
 		write := func(l *Lake, s string) error {
 			_, err := l.WriteFile(t.Context(), key, func(w io.Writer) error { _, err := io.WriteString(w, s); return err })
@@ -461,19 +463,19 @@ func TestFaultKinds(t *testing.T) {
 			return string(b)
 		}
 		for _, tc := range []struct {
-			kind   FaultKind
+			kind   errorfs.FaultKind
 			wantIs error
 			landed bool
 		}{
-			{FaultError, ErrInjected, false},
-			{FaultTimeout, os.ErrDeadlineExceeded, false},
-			{FaultNoSpace, syscall.ENOSPC, false},
-			{FaultDenied, fs.ErrPermission, false},
-			{FaultLatency, nil, true},
-			{FaultLost, ErrInjected, true},
+			{errorfs.FaultError, errorfs.ErrInjected, false},
+			{errorfs.FaultTimeout, os.ErrDeadlineExceeded, false},
+			{errorfs.FaultNoSpace, syscall.ENOSPC, false},
+			{errorfs.FaultDenied, fs.ErrPermission, false},
+			{errorfs.FaultLatency, nil, true},
+			{errorfs.FaultLost, errorfs.ErrInjected, true},
 		} {
 			o := opts
-			o.Faults = always(OpPut, tc.kind)
+			o.Wrap = always(storage.OpPut, tc.kind).Wrap
 			l := mustOpen(t, o)
 			want := "v1"
 			if tc.landed {
@@ -489,8 +491,8 @@ func TestFaultKinds(t *testing.T) {
 			if got := content(); got != want {
 				t.Errorf("after a put with %s the file holds %q, want %q", tc.kind, got, want)
 			}
-			if IsPermanent(err) != (tc.kind == FaultDenied) {
-				t.Errorf("put with %s: IsPermanent(%v) = %v", tc.kind, err, IsPermanent(err))
+			if storage.IsPermanent(err) != (tc.kind == errorfs.FaultDenied) {
+				t.Errorf("put with %s: IsPermanent(%v) = %v", tc.kind, err, storage.IsPermanent(err))
 			}
 			if tc.landed && tc.wantIs != nil {
 				write(clean, "v1")
@@ -499,26 +501,26 @@ func TestFaultKinds(t *testing.T) {
 		checkVisible(t, clean)
 
 		o := opts
-		o.Faults = always(OpReadFile, FaultShortRead)
+		o.Wrap = always(storage.OpReadFile, errorfs.FaultShortRead).Wrap
 		if _, err := mustOpen(t, o).ReadFile(t.Context(), key); !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Errorf("read with a short read: %v, want io.ErrUnexpectedEOF", err)
 		}
-		o.Faults = always(OpLock, FaultLost)
+		o.Wrap = always(storage.OpLock, errorfs.FaultLost).Wrap
 		lost := mustOpen(t, o)
 		putFile(t, clean, "raw/x/f.parquet", []byte("x")) // a directory to lock
-		if _, err := lost.store.lockAs(t.Context(), "raw/x", "taker-1", time.Now(), time.Hour); !errors.Is(err, ErrInjected) {
+		if _, err := lost.store.LockAs(t.Context(), "raw/x", "taker-1", time.Now(), time.Hour); !errors.Is(err, errorfs.ErrInjected) {
 			t.Errorf("lock with a lost answer: %v", err)
 		}
-		if _, err := clean.store.lock(t.Context(), "raw/x", time.Now(), time.Hour); err == nil || !strings.Contains(err.Error(), "another compaction") {
+		if _, err := clean.store.Lock(t.Context(), "raw/x", time.Now(), time.Hour); err == nil || !strings.Contains(err.Error(), "another compaction") {
 			t.Errorf("the lock whose answer was lost is not held: %v", err)
 		}
 		// Its taker, asking again, recognises the lock as its own.
-		unlock, err := clean.store.lockAs(t.Context(), "raw/x", "taker-1", time.Now(), time.Hour)
+		unlock, err := clean.store.LockAs(t.Context(), "raw/x", "taker-1", time.Now(), time.Hour)
 		if err != nil {
 			t.Fatalf("the taker of a lock whose answer was lost cannot take it: %v", err)
 		}
 		unlock()
-		unlock, err = clean.store.lock(t.Context(), "raw/x", time.Now(), time.Hour)
+		unlock, err = clean.store.Lock(t.Context(), "raw/x", time.Now(), time.Hour)
 		if err != nil {
 			t.Fatalf("lock after unlock: %v", err)
 		}
@@ -530,11 +532,11 @@ func TestFaultKinds(t *testing.T) {
 // the same calls, another seed other faults; calls on other keys in
 // between do not change which fault a key's n-th call draws.
 func TestFaultsAreDeterministic(t *testing.T) {
-	run := func(seed uint64, interleave bool) []Fault {
+	run := func(seed uint64, interleave bool) []errorfs.Fault {
 		var log faultLog
-		f := UniformFaults(seed, 0.5)
+		f := errorfs.UniformFaults(seed, 0.5)
 		f.OnFault, f.Latency, f.Timeout = log.add, time.Microsecond, time.Microsecond
-		l := mustOpen(t, Options{Root: t.TempDir(), Faults: f, Retry: RetryOptions{MaxAttempts: 1}})
+		l := mustOpen(t, Options{Root: t.TempDir(), Wrap: f.Wrap, Retry: storage.RetryOptions{MaxAttempts: 1}})
 		for i := range 40 {
 			if interleave {
 				l.ReadFile(t.Context(), "other/key")
@@ -543,7 +545,7 @@ func TestFaultsAreDeterministic(t *testing.T) {
 			l.ReadFile(t.Context(), "a/b.json")
 			l.Files(t.Context(), "a")
 		}
-		var out []Fault
+		var out []errorfs.Fault
 		for _, f := range log.faults {
 			if f.Key != "other/key" {
 				out = append(out, f)
@@ -569,10 +571,10 @@ func TestPermanentStorageErrors(t *testing.T) {
 		l := mustOpen(t, opts)
 		seedCancelLake(t, l)
 		o := opts
-		o.Faults = &Faults{Rules: []FaultRule{{Kind: FaultDenied, Rate: 1}}}
+		o.Wrap = (&errorfs.Faults{Rules: []errorfs.FaultRule{{Kind: errorfs.FaultDenied, Rate: 1}}}).Wrap
 		denied := mustOpen(t, o)
 		for _, c := range lakeCalls(t) {
-			if err := c.call(t.Context(), denied); !IsPermanent(err) {
+			if err := c.call(t.Context(), denied); !storage.IsPermanent(err) {
 				t.Errorf("%s with access denied: %v, want a permanent error", c.name, err)
 			}
 		}
@@ -586,7 +588,7 @@ func TestPermanentStorageErrors(t *testing.T) {
 			seedCancelLake(t, l)
 			f.removeBucket(t)
 			for _, c := range lakeCalls(t) {
-				if err := c.call(t.Context(), l); !IsPermanent(err) {
+				if err := c.call(t.Context(), l); !storage.IsPermanent(err) {
 					t.Errorf("%s with the bucket gone: %v, want a permanent error", c.name, err)
 				}
 			}
@@ -603,12 +605,12 @@ func TestPermanentStorageErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.Chmod(filepath.Join(root, "reports", "r"), 0o755) })
-		if _, err := l.WriteReport(t.Context(), "r", "y", []byte("{}")); !IsPermanent(err) {
+		if _, err := l.WriteReport(t.Context(), "r", "y", []byte("{}")); !storage.IsPermanent(err) {
 			t.Errorf("write into a read-only directory: %v, want a permanent error", err)
 		}
 	})
-	for _, err := range []error{ErrInjected, io.ErrUnexpectedEOF, os.ErrDeadlineExceeded, syscall.ENOSPC, context.Canceled} {
-		if IsPermanent(fmt.Errorf("lake: x: %w", err)) {
+	for _, err := range []error{errorfs.ErrInjected, io.ErrUnexpectedEOF, os.ErrDeadlineExceeded, syscall.ENOSPC, context.Canceled} {
+		if storage.IsPermanent(fmt.Errorf("lake: x: %w", err)) {
 			t.Errorf("IsPermanent(%v) = true", err)
 		}
 	}
@@ -623,7 +625,7 @@ func TestPermanentStorageErrors(t *testing.T) {
 // opens it: that query is retried like any other.
 func TestReaderDuringFaultyArchive(t *testing.T) {
 	forEachStore(t, func(t *testing.T, opts Options) {
-		l, clean := faultLake(t, opts, UniformFaults(11, faultRate))
+		l, clean := faultLake(t, opts, errorfs.UniformFaults(11, faultRate))
 		w, err := l.NewRawWriter(RawTable{Topic: topic, KeyPath: "data.id_perangkat", ValuePath: "data.suhu_c"}, testGate(t))
 		if err != nil {
 			t.Fatal(err)
@@ -694,4 +696,4 @@ func TestReaderDuringFaultyArchive(t *testing.T) {
 }
 
 // fastRetry is the lake's retries with short waits, for tests.
-var fastRetry = RetryOptions{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
+var fastRetry = storage.RetryOptions{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+
+	"reckon/lake/storage"
 )
 
 // FeatureStatusDir is the curated table of features: one row per event
@@ -215,16 +217,16 @@ func (l *Lake) RebuildFeatureStatus(ctx context.Context, stream string, day time
 			return CurateResult{}, fmt.Errorf("lake: curate features: %w", err)
 		}
 		for _, f := range fs {
-			key := joinKey(dir, f.name)
+			key := storage.JoinKey(dir, f.Name)
 			if table == FeaturesDir {
-				rs, err := readRows[FeatureRow](ctx, l, key, f.size)
+				rs, err := readRows[FeatureRow](ctx, l, key, f.Size)
 				if err != nil {
 					return CurateResult{}, fmt.Errorf("lake: curate features: %w", err)
 				}
 				served = append(served, rs...)
 				continue
 			}
-			rs, err := readRows[FeatureTruthRow](ctx, l, key, f.size)
+			rs, err := readRows[FeatureTruthRow](ctx, l, key, f.Size)
 			if err != nil {
 				return CurateResult{}, fmt.Errorf("lake: curate features: %w", err)
 			}
@@ -278,8 +280,8 @@ func (l *Lake) curateFeatureDay(ctx context.Context, stream string, day int64, s
 	}
 	sizes := map[string]int64{}
 	for _, e := range es {
-		sizes[joinKey(dir, e.name)] = e.size
-		if h, ok := featureStatusHourOf(e.name); ok && rebuild {
+		sizes[storage.JoinKey(dir, e.Name)] = e.Size
+		if h, ok := featureStatusHourOf(e.Name); ok && rebuild {
 			get(h) // hours curated before but without rows now are emptied too
 		}
 	}
@@ -289,7 +291,7 @@ func (l *Lake) curateFeatureDay(ctx context.Context, stream string, day int64, s
 	}
 	slices.Sort(hours)
 	for _, h := range hours {
-		key := joinKey(dir, featureStatusFile(h))
+		key := storage.JoinKey(dir, featureStatusFile(h))
 		byID := map[string]*FeatureStatusRow{}
 		var old []FeatureStatusRow
 		if size, ok := sizes[key]; ok && !rebuild {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+
+	"reckon/lake/storage"
 )
 
 // FeatureTruthDir holds what the batch recompute computed as the true
@@ -94,7 +96,7 @@ func (l *Lake) WriteFeatureTruth(ctx context.Context, stream, name string, rows 
 			days[floorDiv(rows[i].EventTime, microsPerDay)] = true
 		}
 		for day := range days {
-			key := joinKey(eventDateKey(FeatureTruthDir, stream, day), file)
+			key := storage.JoinKey(eventDateKey(FeatureTruthDir, stream, day), file)
 			old, err := readRows[FeatureTruthRow](ctx, l, key, -1)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -117,7 +119,7 @@ func (l *Lake) WriteFeatureTruth(ctx context.Context, stream, name string, rows 
 		for hi < len(rows) && floorDiv(rows[hi].EventTime, microsPerDay) == day {
 			hi++
 		}
-		key := joinKey(eventDateKey(FeatureTruthDir, stream, day), file)
+		key := storage.JoinKey(eventDateKey(FeatureTruthDir, stream, day), file)
 		part := rows[lo:hi]
 		size, err := putRows(ctx, l, key, part, l.writerOptions(featureTruthSorting...)...)
 		if err != nil {
@@ -152,24 +154,24 @@ func (l *Lake) eventDateFiles(ctx context.Context, table, stream string, from, t
 		return nil, err
 	}
 	base := table + "/stream=" + stream
-	days, err := l.store.list(ctx, base)
+	days, err := l.store.List(ctx, base)
 	if err != nil {
 		return nil, fmt.Errorf("lake: %s: %w", table, err)
 	}
 	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
 	var out []eventDateFile
 	for _, d := range days {
-		day, ok := parseDateDir("event_date", d.name)
-		if !ok || !d.dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
+		day, ok := parseDateDir("event_date", d.Name)
+		if !ok || !d.Dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
 			continue
 		}
-		dir := joinKey(base, d.name)
+		dir := storage.JoinKey(base, d.Name)
 		files, err := l.lakeFiles(ctx, dir)
 		if err != nil {
 			return nil, fmt.Errorf("lake: %s: %w", table, err)
 		}
 		for _, f := range files {
-			out = append(out, eventDateFile{joinKey(dir, f.name), f.size, f.name, day})
+			out = append(out, eventDateFile{storage.JoinKey(dir, f.Name), f.Size, f.Name, day})
 		}
 	}
 	return out, nil

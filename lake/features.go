@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"reckon/internal/event"
+	"reckon/lake/storage"
 )
 
 // FeaturesDir holds every rolling feature the stream served, as the
@@ -142,7 +143,7 @@ func (l *Lake) WriteFeatures(ctx context.Context, name string, rows []FeatureRow
 		for hi < len(rows) && rows[hi].Stream == rows[lo].Stream && floorDiv(rows[hi].EventTime, microsPerDay) == day {
 			hi++
 		}
-		key := joinKey(featureDateKey(rows[lo].Stream, day), file)
+		key := storage.JoinKey(featureDateKey(rows[lo].Stream, day), file)
 		part := rows[lo:hi]
 		size, err := putRows(ctx, l, key, part, l.writerOptions(featureSorting...)...)
 		if err != nil {
@@ -162,24 +163,24 @@ func (l *Lake) ReadFeatures(ctx context.Context, stream string, from, to time.Ti
 		return nil, err
 	}
 	base := FeaturesDir + "/stream=" + stream
-	days, err := l.store.list(ctx, base)
+	days, err := l.store.List(ctx, base)
 	if err != nil {
 		return nil, fmt.Errorf("lake: features: %w", err)
 	}
 	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
 	var out []FeatureRow
 	for _, d := range days {
-		day, ok := parseDateDir("event_date", d.name)
-		if !ok || !d.dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
+		day, ok := parseDateDir("event_date", d.Name)
+		if !ok || !d.Dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
 			continue
 		}
-		dir := joinKey(base, d.name)
+		dir := storage.JoinKey(base, d.Name)
 		files, err := l.lakeFiles(ctx, dir)
 		if err != nil {
 			return nil, fmt.Errorf("lake: features: %w", err)
 		}
 		for _, f := range files {
-			rows, err := readRows[FeatureRow](ctx, l, joinKey(dir, f.name), f.size)
+			rows, err := readRows[FeatureRow](ctx, l, storage.JoinKey(dir, f.Name), f.Size)
 			if err != nil {
 				return nil, err
 			}
@@ -196,13 +197,13 @@ func (l *Lake) ReadFeatures(ctx context.Context, stream string, from, to time.Ti
 // FeatureStreams lists the streams the features table holds, in name
 // order.
 func (l *Lake) FeatureStreams(ctx context.Context) ([]string, error) {
-	es, err := l.store.list(ctx, FeaturesDir)
+	es, err := l.store.List(ctx, FeaturesDir)
 	if err != nil {
 		return nil, fmt.Errorf("lake: features: %w", err)
 	}
 	var out []string
 	for _, e := range es {
-		if s, ok := strings.CutPrefix(e.name, "stream="); ok && e.dir {
+		if s, ok := strings.CutPrefix(e.Name, "stream="); ok && e.Dir {
 			out = append(out, s)
 		}
 	}
@@ -240,7 +241,7 @@ func (l *Lake) WriteStepIntent(ctx context.Context, s StepIntent) error {
 	if err != nil {
 		return fmt.Errorf("lake: step intent: %w", err)
 	}
-	_, err = l.store.put(ctx, stepIntentKey(s.Topic, s.Partition), func(w io.Writer) error {
+	_, err = l.store.Put(ctx, stepIntentKey(s.Topic, s.Partition), func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})
@@ -253,7 +254,7 @@ func (l *Lake) ReadStepIntent(ctx context.Context, topic string, partition int32
 	if err := ValidateTopic(topic); err != nil {
 		return s, false, err
 	}
-	b, err := l.store.readFile(ctx, stepIntentKey(topic, partition))
+	b, err := l.store.ReadFile(ctx, stepIntentKey(topic, partition))
 	if errors.Is(err, fs.ErrNotExist) {
 		return s, false, nil
 	}

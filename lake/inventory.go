@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"reckon/lake/storage"
 )
 
 // TableInfo summarizes one table of the lake (one topic of raw or
@@ -54,28 +56,28 @@ func (l *Lake) List(ctx context.Context) (Inventory, error) {
 		if table != RawDir && table != RejectedDir {
 			prefix = "stream="
 		}
-		entries, err := l.store.list(ctx, table)
+		entries, err := l.store.List(ctx, table)
 		if err != nil {
 			return inv, fmt.Errorf("lake: ls: %w", err)
 		}
 		for _, e := range entries {
-			name, ok := strings.CutPrefix(e.name, prefix)
-			if !ok || !e.dir {
+			name, ok := strings.CutPrefix(e.Name, prefix)
+			if !ok || !e.Dir {
 				continue
 			}
-			ti, err := l.tableInfo(ctx, table, name, joinKey(table, e.name))
+			ti, err := l.tableInfo(ctx, table, name, storage.JoinKey(table, e.Name))
 			if err != nil {
 				return inv, err
 			}
 			inv.Tables = append(inv.Tables, ti)
 		}
 	}
-	entries, err := l.store.list(ctx, ProgressDir)
+	entries, err := l.store.List(ctx, ProgressDir)
 	if err != nil {
 		return inv, fmt.Errorf("lake: ls: %w", err)
 	}
 	for _, e := range entries {
-		if t, ok := strings.CutPrefix(e.name, "topic="); ok && e.dir && ValidateTopic(t) == nil {
+		if t, ok := strings.CutPrefix(e.Name, "topic="); ok && e.Dir && ValidateTopic(t) == nil {
 			ps, err := l.TopicProgress(ctx, t)
 			if err != nil {
 				return inv, err
@@ -92,16 +94,16 @@ func (l *Lake) tableInfo(ctx context.Context, table, name, dir string) (TableInf
 	col := tableTimeColumn[table]
 	var lo, hi int64
 	have := false
-	err := l.store.walk(ctx, dir, func(key string, e entry) error {
+	err := l.store.Walk(ctx, dir, func(key string, e storage.Entry) error {
 		for _, part := range strings.Split(strings.TrimPrefix(key, dir+"/"), "/") {
 			if hidden(part) {
 				return nil // a hidden file, or one under a hidden directory
 			}
 		}
-		if !strings.HasSuffix(e.name, ".parquet") {
+		if !strings.HasSuffix(e.Name, ".parquet") {
 			return nil
 		}
-		f, pf, err := l.openParquet(ctx, key, e.size)
+		f, pf, err := l.openParquet(ctx, key, e.Size)
 		if err != nil {
 			return err
 		}

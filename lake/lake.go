@@ -9,6 +9,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"reckon/lake/storage"
 )
 
 // Options configures a Lake. The zero value of each field means its default.
@@ -19,7 +21,7 @@ type Options struct {
 	Root string
 	// S3 configures the connection when Root is an s3:// URL; ignored
 	// otherwise.
-	S3 S3Options
+	S3 storage.S3Options
 	// RowGroupRows bounds the rows per row group of raw files. Default
 	// 131072: a few row groups per busy hour, so key-range statistics can
 	// prune, each small enough to decode in a few MB.
@@ -42,12 +44,15 @@ type Options struct {
 	CompactLease time.Duration
 	// Now is the clock used to age temporary files. Default time.Now.
 	Now func() time.Time
-	// Faults injects storage faults (tests and `make chaos` only,
-	// docs/adr/0022-lake-fault-injection.md). Default nil: none.
-	Faults *Faults
+	// Wrap, when set, wraps the lake's storage (the directory or the
+	// bucket) inside its retries: the wiring injects storage faults with
+	// it when lake.faults is set (lake/storage/errorfs, tests and `make
+	// chaos` only, docs/adr/0022-lake-fault-injection.md), so injected
+	// faults are retried like real ones. Default nil: the storage as is.
+	Wrap func(storage.Store) storage.Store
 	// Retry bounds the retries of transient storage failures (injected
 	// ones included). The zero value means its defaults; see RetryOptions.
-	Retry RetryOptions
+	Retry storage.RetryOptions
 }
 
 // Validate reports every problem with o at once.
@@ -55,11 +60,11 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.Root == "" {
 		errs = append(errs, errors.New("lake: options: Root is required"))
-	} else if IsS3Root(o.Root) {
-		if _, _, err := parseS3Root(o.Root); err != nil {
+	} else if storage.IsS3Root(o.Root) {
+		if _, _, err := storage.ParseS3Root(o.Root); err != nil {
 			errs = append(errs, err)
 		}
-		errs = append(errs, o.S3.validate()...)
+		errs = append(errs, o.S3.Validate())
 	}
 	if o.RowGroupRows < 0 {
 		errs = append(errs, fmt.Errorf("lake: options: RowGroupRows %d is negative", o.RowGroupRows))
@@ -73,10 +78,7 @@ func (o Options) Validate() error {
 	if o.CompactLease < 0 {
 		errs = append(errs, fmt.Errorf("lake: options: CompactLease %v is negative", o.CompactLease))
 	}
-	if o.Faults != nil {
-		errs = append(errs, o.Faults.validate()...)
-	}
-	errs = append(errs, o.Retry.validate()...)
+	errs = append(errs, o.Retry.Validate())
 	return errors.Join(errs...)
 }
 
@@ -104,7 +106,7 @@ func (o *Options) fillDefaults() {
 type Lake struct {
 	opts  Options
 	codec *zstd.Codec
-	store storage
+	store storage.Store
 }
 
 // Open returns a Lake at opts.Root. A local directory is created on the
@@ -117,20 +119,20 @@ func Open(opts Options) (*Lake, error) {
 	}
 	opts.fillDefaults()
 	l := &Lake{opts: opts, codec: &zstd.Codec{Level: zstd.Level(opts.ZstdLevel)}}
-	if IsS3Root(opts.Root) {
-		s, err := newS3Store(opts.Root, opts.S3)
+	if storage.IsS3Root(opts.Root) {
+		s, err := storage.NewS3(opts.Root, opts.S3)
 		if err != nil {
 			return nil, err
 		}
 		l.store = s
 	} else {
-		l.store = &localStore{root: opts.Root}
+		l.store = storage.NewLocal(opts.Root)
 	}
-	if opts.Faults != nil {
-		l.store = newFaultStore(l.store, *opts.Faults)
+	if opts.Wrap != nil {
+		l.store = opts.Wrap(l.store)
 	}
 	// Outside the fault injector: injected faults are retried like real ones.
-	l.store = newRetryStore(l.store, opts.Retry)
+	l.store = storage.NewRetry(l.store, opts.Retry)
 	return l, nil
 }
 
@@ -140,16 +142,16 @@ func (l *Lake) Root() string { return l.opts.Root }
 // LocalDir returns the lake's directory, and false when the lake is not on
 // the local file system.
 func (l *Lake) LocalDir() (string, bool) {
-	s, ok := l.base().(*localStore)
+	s, ok := l.base().(*storage.Local)
 	if !ok {
 		return "", false
 	}
-	return s.root, true
+	return s.Root(), true
 }
 
 // base returns the storage under the lake's retries and fault injection:
 // the directory or the bucket.
-func (l *Lake) base() storage {
+func (l *Lake) base() storage.Store {
 	st := l.store
 	for next := unwrapStore(st); next != nil; next = unwrapStore(st) {
 		st = next
@@ -158,9 +160,9 @@ func (l *Lake) base() storage {
 }
 
 // unwrapStore returns the storage st wraps, or nil.
-func unwrapStore(st storage) storage {
-	if w, ok := st.(interface{ unwrap() storage }); ok {
-		return w.unwrap()
+func unwrapStore(st storage.Store) storage.Store {
+	if w, ok := st.(interface{ Unwrap() storage.Store }); ok {
+		return w.Unwrap()
 	}
 	return nil
 }
@@ -168,10 +170,10 @@ func unwrapStore(st storage) storage {
 // putOnce is put without the lake's retries, for a write func that
 // cannot run twice (it streams from a source it consumes).
 func (l *Lake) putOnce(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
-	if r, ok := l.store.(*retryStore); ok {
-		return r.putOnce(ctx, key, write)
+	if r, ok := l.store.(*storage.Retry); ok {
+		return r.PutOnce(ctx, key, write)
 	}
-	return l.store.put(ctx, key, write)
+	return l.store.Put(ctx, key, write)
 }
 
 // writerOptions are the parquet writer settings of every lake file:
@@ -194,4 +196,27 @@ var rawSorting = []parquet.SortingColumn{
 	parquet.Ascending("key"),
 	parquet.Ascending("occurred_at"),
 	parquet.Ascending("event_id"),
+}
+
+// FaultsInjected returns how many faults the lake's storage injected so
+// far: the count of a wrapper (Options.Wrap) that reports one, as
+// lake/storage/errorfs does; 0 without one.
+func (l *Lake) FaultsInjected() int64 {
+	for st := l.store; st != nil; st = unwrapStore(st) {
+		if s, ok := st.(interface{ Injected() int64 }); ok {
+			return s.Injected()
+		}
+	}
+	return 0
+}
+
+// StorageStats returns the retry counters of this lake's storage, one per
+// operation in storage.Ops order, for metrics (the batch worker's /metrics
+// exposes them as counters labelled by op). Each Lake counts its own.
+// Safe for concurrent use.
+func (l *Lake) StorageStats() []storage.OpStats {
+	if r, ok := l.store.(*storage.Retry); ok {
+		return r.Stats()
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 
 	"reckon/internal/event"
+	"reckon/lake/storage"
 )
 
 const topic = "m8-suhu-kejadian"
@@ -507,7 +508,7 @@ func testForeignFileFallsBackToHash(t *testing.T, opts Options) {
 	}
 	foreign := slices.Clone(rows[300:]) // 300..399 repeat the first file
 	slices.Reverse(foreign)
-	key := joinKey(rawHourKey(topic, testStart), "other-tool.parquet")
+	key := storage.JoinKey(rawHourKey(topic, testStart), "other-tool.parquet")
 	var buf bytes.Buffer
 	if err := parquet.Write(&buf, foreign); err != nil {
 		t.Fatal(err)
@@ -523,7 +524,7 @@ func testForeignFileFallsBackToHash(t *testing.T, opts Options) {
 	checkAggs(t, aggs, rows, 20*time.Minute)
 
 	// Sorted files only: Scan merges them in file order.
-	if err := l.store.remove(context.Background(), rawHourKey(topic, testStart), []string{"other-tool.parquet"}); err != nil {
+	if err := l.store.Remove(context.Background(), rawHourKey(topic, testStart), []string{"other-tool.parquet"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.WriteRaw(t.Context(), topic, 0, 400, 599, rows[400:]); err != nil {

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"reckon/lake/storage"
 )
 
 // Table directories under the lake root.
@@ -22,9 +25,9 @@ const (
 
 // Errors of package lake. Wrapped errors add the path or value at fault.
 var (
-	ErrBadName    = errors.New("lake: bad name")
+	ErrBadName    = storage.ErrBadName // a key or name the lake refuses
 	ErrBadRange   = errors.New("lake: bad offset range")
-	ErrBadFile    = errors.New("lake: bad file")
+	ErrBadFile    = storage.ErrBadFile // a file that does not decode
 	ErrNoProgress = errors.New("lake: no progress recorded")
 	ErrBadQuery   = errors.New("lake: bad query")
 )
@@ -201,4 +204,17 @@ func parseHourDir(name string) (int, bool) {
 	}
 	h, err := strconv.Atoi(v)
 	return h, err == nil && h >= 0 && h < 24
+}
+
+// visibleFiles returns the names of the visible files in es with suffix,
+// in name order.
+func visibleFiles(es []storage.Entry, suffix string) []string {
+	var out []string
+	for _, e := range es {
+		if !e.Dir && !hidden(e.Name) && strings.HasSuffix(e.Name, suffix) {
+			out = append(out, e.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"reckon/lake/storage"
 )
 
 // MirrorTmpDir is the hidden directory under a mirror's root where Mirror
@@ -103,7 +105,7 @@ func (l *Lake) Mirror(ctx context.Context, root string, tables []string) (Mirror
 	}
 	m := &mirror{l: l, root: root, tmp: tmp, res: &res}
 	for _, t := range tables {
-		if !validKey(t) {
+		if !storage.ValidKey(t) {
 			return res, fmt.Errorf("lake: mirror: table directory %q", t)
 		}
 		if err := m.table(ctx, t); err != nil {
@@ -127,7 +129,7 @@ type mirror struct {
 // .parquet file with no hidden element on its path (temporary files,
 // locks, _progress).
 func mirrored(key string) bool {
-	if !validKey(key) || !strings.HasSuffix(key, ".parquet") {
+	if !storage.ValidKey(key) || !strings.HasSuffix(key, ".parquet") {
 		return false
 	}
 	for _, e := range strings.Split(key, "/") {
@@ -140,8 +142,8 @@ func mirrored(key string) bool {
 
 // table mirrors the lake directory t.
 func (m *mirror) table(ctx context.Context, t string) error {
-	remote := map[string][]entry{}
-	if err := m.l.store.walk(ctx, t, func(key string, e entry) error {
+	remote := map[string][]storage.Entry{}
+	if err := m.l.store.Walk(ctx, t, func(key string, e storage.Entry) error {
 		if mirrored(key) {
 			d := path.Dir(key)
 			remote[d] = append(remote[d], e)
@@ -161,7 +163,7 @@ func (m *mirror) table(ctx context.Context, t string) error {
 		}
 	}
 	slices.Sort(changed)
-	synced := make([][]entry, len(changed))
+	synced := make([][]storage.Entry, len(changed))
 	err = forEach(ctx, len(changed), mirrorParallel, func(ctx context.Context, i int) (err error) {
 		synced[i], err = m.syncDir(ctx, changed[i], remote[changed[i]])
 		return err
@@ -176,7 +178,7 @@ func (m *mirror) table(ctx context.Context, t string) error {
 	for _, files := range remote {
 		for _, f := range files {
 			m.res.Files++
-			m.res.Bytes += f.size
+			m.res.Bytes += f.Size
 		}
 	}
 	m.mu.Unlock()
@@ -232,8 +234,8 @@ func forEach(ctx context.Context, n, limit int, fn func(ctx context.Context, i i
 
 // localFiles returns the visible .parquet files under root/t, by
 // directory key.
-func localFiles(root, t string) (map[string][]entry, error) {
-	out := map[string][]entry{}
+func localFiles(root, t string) (map[string][]storage.Entry, error) {
+	out := map[string][]storage.Entry{}
 	base := filepath.Join(root, filepath.FromSlash(t))
 	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -260,7 +262,7 @@ func localFiles(root, t string) (map[string][]entry, error) {
 			return err
 		}
 		k := filepath.ToSlash(rel)
-		out[k] = append(out[k], entry{name: d.Name(), size: info.Size(), modTime: info.ModTime()})
+		out[k] = append(out[k], storage.Entry{Name: d.Name(), Size: info.Size(), ModTime: info.ModTime()})
 		return nil
 	})
 	if err != nil {
@@ -272,7 +274,7 @@ func localFiles(root, t string) (map[string][]entry, error) {
 			return nil, err
 		}
 		for i := range es {
-			es[i].etag = etags[es[i].name]
+			es[i].ETag = etags[es[i].Name]
 		}
 	}
 	return out, nil
@@ -299,11 +301,11 @@ func readETags(dir string) (map[string]string, error) {
 
 // writeETags writes the mirrorETags file of files into dir, synced, when
 // they have ETags.
-func writeETags(dir string, files []entry) error {
+func writeETags(dir string, files []storage.Entry) error {
 	var b strings.Builder
 	for _, f := range files {
-		if f.etag != "" {
-			b.WriteString(f.name + "\t" + f.etag + "\n")
+		if f.ETag != "" {
+			b.WriteString(f.Name + "\t" + f.ETag + "\n")
 		}
 	}
 	if b.Len() == 0 {
@@ -322,17 +324,17 @@ func writeETags(dir string, files []entry) error {
 
 // sameFiles reports whether two listings of a directory name the same
 // files with the same sizes and modification times.
-func sameFiles(a, b []entry) bool {
+func sameFiles(a, b []storage.Entry) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	byName := make(map[string]entry, len(b))
+	byName := make(map[string]storage.Entry, len(b))
 	for _, e := range b {
-		byName[e.name] = e
+		byName[e.Name] = e
 	}
 	for _, e := range a {
-		o, ok := byName[e.name]
-		if !ok || o.size != e.size || !o.modTime.Equal(e.modTime) || o.etag != e.etag {
+		o, ok := byName[e.Name]
+		if !ok || o.Size != e.Size || !o.ModTime.Equal(e.ModTime) || o.ETag != e.ETag {
 			return false
 		}
 	}
@@ -342,7 +344,7 @@ func sameFiles(a, b []entry) bool {
 // syncDir makes the mirror's directory d hold files, listing d again when
 // a file is gone from the lake before it is downloaded. It returns the
 // files the directory holds.
-func (m *mirror) syncDir(ctx context.Context, d string, files []entry) ([]entry, error) {
+func (m *mirror) syncDir(ctx context.Context, d string, files []storage.Entry) ([]storage.Entry, error) {
 	for attempt := 0; ; attempt++ {
 		err := m.replaceDir(ctx, d, files)
 		if err == nil {
@@ -369,7 +371,7 @@ func (m *mirror) syncDir(ctx context.Context, d string, files []entry) ([]entry,
 
 // replaceDir puts the directory d in place holding files: unchanged files
 // hard-linked from the current copy, the others downloaded.
-func (m *mirror) replaceDir(ctx context.Context, d string, files []entry) error {
+func (m *mirror) replaceDir(ctx context.Context, d string, files []storage.Entry) error {
 	live := filepath.Join(m.root, filepath.FromSlash(d))
 	stage, err := os.MkdirTemp(m.tmp, "dir-")
 	if err != nil {
@@ -393,9 +395,9 @@ func (m *mirror) replaceDir(ctx context.Context, d string, files []entry) error 
 	var downloaded int
 	var downloadedBytes int64
 	for _, f := range files {
-		want[f.name] = true
-		src, dst := filepath.Join(live, f.name), filepath.Join(stage, f.name)
-		if st, err := os.Stat(src); err == nil && st.Size() == f.size && st.ModTime().Equal(f.modTime) && oldETags[f.name] == f.etag {
+		want[f.Name] = true
+		src, dst := filepath.Join(live, f.Name), filepath.Join(stage, f.Name)
+		if st, err := os.Stat(src); err == nil && st.Size() == f.Size && st.ModTime().Equal(f.ModTime) && oldETags[f.Name] == f.ETag {
 			if hasSubdirs {
 				continue // left in place
 			}
@@ -403,12 +405,12 @@ func (m *mirror) replaceDir(ctx context.Context, d string, files []entry) error 
 				continue
 			}
 		}
-		if err := m.download(ctx, joinKey(d, f.name), f, dst); err != nil {
+		if err := m.download(ctx, storage.JoinKey(d, f.Name), f, dst); err != nil {
 			return err
 		}
-		fetched = append(fetched, f.name)
+		fetched = append(fetched, f.Name)
 		downloaded++
-		downloadedBytes += f.size
+		downloadedBytes += f.Size
 	}
 	var gone []string
 	for _, e := range old {
@@ -419,7 +421,7 @@ func (m *mirror) replaceDir(ctx context.Context, d string, files []entry) error 
 	if err := writeETags(stage, files); err != nil {
 		return fmt.Errorf("lake: mirror: %w", err)
 	}
-	if err := syncDir(stage); err != nil {
+	if err := storage.SyncDir(stage); err != nil {
 		return err
 	}
 	switch {
@@ -454,7 +456,7 @@ func (m *mirror) putNew(stage, live string) error {
 	if err := os.Rename(stage, live); err != nil {
 		return err
 	}
-	return syncDir(parent)
+	return storage.SyncDir(parent)
 }
 
 // renameThenRemove moves the fetched files of stage into live, then
@@ -469,10 +471,10 @@ func renameThenRemove(stage, live string, fetched, gone []string) error {
 			return err
 		}
 	}
-	if err := syncDir(live); err != nil {
+	if err := storage.SyncDir(live); err != nil {
 		return err
 	}
-	return removeSync(live, gone)
+	return storage.RemoveSync(live, gone)
 }
 
 // removeDir removes the mirror's directory d (holding n files), the lake
@@ -508,8 +510,8 @@ const mirrorChunk = 2 << 20
 
 // download copies the lake file key (listed as f) to dst, a new file,
 // synced, with f's modification time.
-func (m *mirror) download(ctx context.Context, key string, f entry, dst string) error {
-	r, err := m.l.store.open(ctx, key, f.size)
+func (m *mirror) download(ctx context.Context, key string, f storage.Entry, dst string) error {
+	r, err := m.l.store.Open(ctx, key, f.Size)
 	if err != nil {
 		return err
 	}
@@ -519,26 +521,26 @@ func (m *mirror) download(ctx context.Context, key string, f entry, dst string) 
 		return fmt.Errorf("lake: mirror: %w", err)
 	}
 	defer out.Close()
-	buf := make([]byte, min(mirrorChunk, max(f.size, 1)))
-	for off := int64(0); off < f.size; {
+	buf := make([]byte, min(mirrorChunk, max(f.Size, 1)))
+	for off := int64(0); off < f.Size; {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("lake: mirror %s: %w", key, err)
 		}
-		n, err := r.ReadAt(buf[:min(int64(len(buf)), f.size-off)], off)
+		n, err := r.ReadAt(buf[:min(int64(len(buf)), f.Size-off)], off)
 		if n > 0 {
 			if _, werr := out.Write(buf[:n]); werr != nil {
 				return fmt.Errorf("lake: mirror: %w", werr)
 			}
 			off += int64(n)
 		}
-		if err == io.EOF && off < f.size {
-			return fmt.Errorf("%w: %s: %d bytes, listed with %d", ErrBadFile, key, off, f.size)
+		if err == io.EOF && off < f.Size {
+			return fmt.Errorf("%w: %s: %d bytes, listed with %d", ErrBadFile, key, off, f.Size)
 		}
 		if err != nil && err != io.EOF {
 			return err
 		}
 	}
-	if err := os.Chtimes(dst, time.Time{}, f.modTime); err != nil {
+	if err := os.Chtimes(dst, time.Time{}, f.ModTime); err != nil {
 		return fmt.Errorf("lake: mirror: %w", err)
 	}
 	if err := out.Sync(); err != nil {

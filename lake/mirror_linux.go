@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"reckon/lake/storage"
 )
 
 // exchangeDirs swaps the directories a and b in one atomic rename, then
@@ -21,7 +23,7 @@ func exchangeDirs(a, b string) error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(syncDir(filepath.Dir(a)), syncDir(filepath.Dir(b)))
+	return errors.Join(storage.SyncDir(filepath.Dir(a)), storage.SyncDir(filepath.Dir(b)))
 }
 
 // lockMirror takes an exclusive flock on the file p, polling until ctx is

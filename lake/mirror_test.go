@@ -16,6 +16,8 @@ import (
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"reckon/lake/storage"
 )
 
 // mirrorTables are the directories the mirror tests copy.
@@ -44,7 +46,7 @@ func checkMirror(t *testing.T, src *Lake, dir string) {
 		t.Fatalf("mirror holds\n%v\nlake holds\n%v", got, want)
 	}
 	for _, k := range want {
-		a, err := src.store.readFile(ctx, k)
+		a, err := src.store.ReadFile(ctx, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +133,7 @@ func testMirror(t *testing.T, opts Options) {
 	if err != nil || len(es) < 2 {
 		t.Fatalf("hour 2: %v, %v", es, err)
 	}
-	if err := l.store.remove(ctx, hour2, []string{es[0].name}); err != nil {
+	if err := l.store.Remove(ctx, hour2, []string{es[0].Name}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err = l.Mirror(ctx, dir, mirrorTables); err != nil || res.Removed != 1 || res.Downloaded != 0 || res.Dirs != 1 {
@@ -140,9 +142,9 @@ func testMirror(t *testing.T, opts Options) {
 	checkMirror(t, l, dir)
 	var names []string
 	for _, e := range es[1:] {
-		names = append(names, e.name)
+		names = append(names, e.Name)
 	}
-	if err := l.store.remove(ctx, hour2, names); err != nil {
+	if err := l.store.Remove(ctx, hour2, names); err != nil {
 		t.Fatal(err)
 	}
 	if res, err = l.Mirror(ctx, dir, mirrorTables); err != nil || res.Removed != len(names) {
@@ -157,17 +159,17 @@ func testMirror(t *testing.T, opts Options) {
 // hookStore calls before(key) ahead of opening key, for the first key
 // that match accepts.
 type hookStore struct {
-	storage
+	storage.Store
 	match  func(key string) bool
 	before func(key string)
 	once   sync.Once
 }
 
-func (s *hookStore) open(ctx context.Context, key string, size int64) (objectReader, error) {
+func (s *hookStore) Open(ctx context.Context, key string, size int64) (storage.ObjectReader, error) {
 	if s.match(key) {
 		s.once.Do(func() { s.before(key) })
 	}
-	return s.storage.open(ctx, key, size)
+	return s.Store.Open(ctx, key, size)
 }
 
 // TestMirrorRacesCompaction: a compaction that finishes between the
@@ -197,16 +199,16 @@ func testMirrorRacesCompaction(t *testing.T, opts Options) {
 	}
 	mirrorLake := mustOpen(t, opts)
 	var cr CompactResult
-	var seen []entry // what the mirror's hour held when the compaction ran
+	var seen []storage.Entry // what the mirror's hour held when the compaction ran
 	var hookErr error
 	// The hook runs on one of Mirror's goroutines: it records, the test
 	// goroutine checks.
-	mirrorLake.store = &hookStore{storage: mirrorLake.store, match: func(k string) bool { return strings.HasPrefix(k, hour+"/") },
+	mirrorLake.store = &hookStore{Store: mirrorLake.store, match: func(k string) bool { return strings.HasPrefix(k, hour+"/") },
 		before: func(string) {
 			if cr, hookErr = l.Compact(ctx, topic, testStart); hookErr != nil {
 				return
 			}
-			var m map[string][]entry
+			var m map[string][]storage.Entry
 			m, hookErr = localFiles(dir, RawDir)
 			seen = m[hour]
 		}}
@@ -229,32 +231,32 @@ func testMirrorRacesCompaction(t *testing.T, opts Options) {
 // tornStore's readers fail for good after half of a file whose key cut
 // accepts.
 type tornStore struct {
-	storage
+	storage.Store
 	cut func(key string) bool
 }
 
-func (s *tornStore) open(ctx context.Context, key string, size int64) (objectReader, error) {
-	r, err := s.storage.open(ctx, key, size)
+func (s *tornStore) Open(ctx context.Context, key string, size int64) (storage.ObjectReader, error) {
+	r, err := s.Store.Open(ctx, key, size)
 	if err != nil || !s.cut(key) {
 		return r, err
 	}
 	return tornReader{r}, nil
 }
 
-type tornReader struct{ objectReader }
+type tornReader struct{ storage.ObjectReader }
 
 var errTorn = errors.New("connection cut (test)")
 
 func (r tornReader) ReadAt(p []byte, off int64) (int, error) {
 	half := r.Size() / 2
 	if off >= half {
-		return 0, noRetry{errTorn}
+		return 0, storage.NoRetry(errTorn)
 	}
 	if off+int64(len(p)) > half {
-		n, _ := r.objectReader.ReadAt(p[:half-off], off)
-		return n, noRetry{errTorn}
+		n, _ := r.ObjectReader.ReadAt(p[:half-off], off)
+		return n, storage.NoRetry(errTorn)
 	}
-	return r.objectReader.ReadAt(p, off)
+	return r.ObjectReader.ReadAt(p, off)
 }
 
 // TestMirrorTornDownload: a download cut halfway fails the pass and leaves
@@ -278,7 +280,7 @@ func testMirrorTornDownload(t *testing.T, opts Options) {
 		t.Fatal(err)
 	}
 	torn := mustOpen(t, opts)
-	torn.store = &tornStore{storage: torn.store, cut: func(k string) bool { return strings.Contains(k, "-c") }}
+	torn.store = &tornStore{Store: torn.store, cut: func(k string) bool { return strings.Contains(k, "-c") }}
 	if _, err := torn.Mirror(ctx, dir, mirrorTables); !errors.Is(err, errTorn) {
 		t.Fatalf("mirror with a torn download: %v, want %v", err, errTorn)
 	}
@@ -325,7 +327,7 @@ func testMirrorSeesRewrite(t *testing.T, f *s3Server) {
 	key := WindowsDir + "/stream=s/window_date=2026-11-07/windows-00.parquet"
 	dir := t.TempDir()
 	for _, content := range []string{"version 1", "version 2"} {
-		if _, err := l.store.put(ctx, key, func(w io.Writer) error { _, err := io.WriteString(w, content); return err }); err != nil {
+		if _, err := l.store.Put(ctx, key, func(w io.Writer) error { _, err := io.WriteString(w, content); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.Mirror(ctx, dir, []string{WindowsDir}); err != nil {

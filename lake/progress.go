@@ -57,7 +57,7 @@ func (l *Lake) WriteProgress(ctx context.Context, p Progress) (Progress, error) 
 	if err != nil {
 		return p, fmt.Errorf("lake: progress: %w", err)
 	}
-	_, err = l.store.put(ctx, progressKey(p.Topic, p.Partition), func(w io.Writer) error {
+	_, err = l.store.Put(ctx, progressKey(p.Topic, p.Partition), func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})
@@ -70,7 +70,7 @@ func (l *Lake) ReadProgress(ctx context.Context, topic string, partition int32) 
 	if err := ValidateTopic(topic); err != nil {
 		return Progress{}, err
 	}
-	b, err := l.store.readFile(ctx, progressKey(topic, partition))
+	b, err := l.store.ReadFile(ctx, progressKey(topic, partition))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Progress{}, fmt.Errorf("%w: %s/%d", ErrNoProgress, topic, partition)
 	}
@@ -90,14 +90,14 @@ func (l *Lake) TopicProgress(ctx context.Context, topic string) ([]Progress, err
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	entries, err := l.store.list(ctx, progressDirKey(topic))
+	entries, err := l.store.List(ctx, progressDirKey(topic))
 	if err != nil {
 		return nil, err
 	}
 	var out []Progress
 	for _, e := range entries {
-		v, ok := strings.CutPrefix(e.name, "partition=")
-		if e.dir || !ok {
+		v, ok := strings.CutPrefix(e.Name, "partition=")
+		if e.Dir || !ok {
 			continue
 		}
 		v, ok = strings.CutSuffix(v, ".json")

@@ -17,6 +17,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"reckon/internal/event"
+	"reckon/lake/storage"
 )
 
 // This file holds the hour scan: the hour directories of a query, the files
@@ -125,33 +126,33 @@ func (s *scanner) hourDirs(ctx context.Context) ([]hourDir, error) {
 // per date in range.
 func (l *Lake) rawHourDirs(ctx context.Context, topic string, fromUS, toUS int64) ([]hourDir, error) {
 	base := RawDir + "/topic=" + topic
-	days, err := l.store.list(ctx, base)
+	days, err := l.store.List(ctx, base)
 	if err != nil {
 		return nil, err
 	}
 	var out []hourDir
 	for _, d := range days {
-		day, ok := parseDateDir("event_date", d.name)
-		if !ok || !d.dir {
+		day, ok := parseDateDir("event_date", d.Name)
+		if !ok || !d.Dir {
 			continue
 		}
 		if dUS := day.UnixMicro(); dUS >= toUS || dUS+microsPerDay <= fromUS {
 			continue
 		}
-		hours, err := l.store.list(ctx, joinKey(base, d.name))
+		hours, err := l.store.List(ctx, storage.JoinKey(base, d.Name))
 		if err != nil {
 			return nil, err
 		}
 		for _, h := range hours {
-			hh, ok := parseHourDir(h.name)
-			if !ok || !h.dir {
+			hh, ok := parseHourDir(h.Name)
+			if !ok || !h.Dir {
 				continue
 			}
 			start := day.Add(time.Duration(hh) * time.Hour)
 			if sUS := start.UnixMicro(); sUS >= toUS || sUS+microsPerHour <= fromUS {
 				continue
 			}
-			out = append(out, hourDir{start, joinKey(base, d.name, h.name)})
+			out = append(out, hourDir{start, storage.JoinKey(base, d.Name, h.Name)})
 		}
 	}
 	slices.SortFunc(out, func(a, b hourDir) int { return a.start.Compare(b.start) })
@@ -178,14 +179,14 @@ func (l *Lake) RawHours(ctx context.Context, topic string, from, to time.Time) (
 }
 
 // lakeFiles lists the visible .parquet files of dir in name order.
-func (l *Lake) lakeFiles(ctx context.Context, dir string) ([]entry, error) {
-	es, err := l.store.list(ctx, dir)
+func (l *Lake) lakeFiles(ctx context.Context, dir string) ([]storage.Entry, error) {
+	es, err := l.store.List(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	out := es[:0]
 	for _, e := range es {
-		if !e.dir && !hidden(e.name) && strings.HasSuffix(e.name, ".parquet") {
+		if !e.Dir && !hidden(e.Name) && strings.HasSuffix(e.Name, ".parquet") {
 			out = append(out, e)
 		}
 	}
@@ -194,8 +195,8 @@ func (l *Lake) lakeFiles(ctx context.Context, dir string) ([]entry, error) {
 
 // openParquet opens key as a parquet file, reading its footer only. size
 // is the file's size from a listing, or -1.
-func (l *Lake) openParquet(ctx context.Context, key string, size int64) (objectReader, *parquet.File, error) {
-	f, err := l.store.open(ctx, key, size)
+func (l *Lake) openParquet(ctx context.Context, key string, size int64) (storage.ObjectReader, *parquet.File, error) {
+	f, err := l.store.Open(ctx, key, size)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -215,7 +216,7 @@ func (l *Lake) openParquet(ctx context.Context, key string, size int64) (objectR
 		return nil, nil, fmt.Errorf("%w: %s: footer length %d exceeds the file's %d bytes", ErrBadFile, key, n, f.Size())
 	}
 	opts := []parquet.FileOption{parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true)}
-	if l.store.remote() {
+	if l.store.Remote() {
 		// The footer's magic is still checked; the header's would cost a
 		// request of its own.
 		opts = append(opts, parquet.SkipMagicBytes(true))
@@ -360,7 +361,7 @@ func (s *scanner) openHour(ctx context.Context, dir string) ([]*fileCursor, bool
 	cursors := make([]*fileCursor, 0, len(files))
 	sorted := true
 	for _, f := range files {
-		c, err := s.openCursor(ctx, joinKey(dir, f.name), f.size)
+		c, err := s.openCursor(ctx, storage.JoinKey(dir, f.Name), f.Size)
 		if err != nil {
 			for _, c := range cursors {
 				c.close()
@@ -382,7 +383,7 @@ var hashDedupForBench = false
 type fileCursor struct {
 	s      *scanner
 	path   string
-	f      objectReader
+	f      storage.ObjectReader
 	pf     *parquet.File
 	cols   fileColumns
 	sorted bool // the file declares the raw sort order
@@ -425,12 +426,12 @@ func (c *fileCursor) close() {
 // buffer refill; chunks of other columns and pruned row groups are never
 // fetched.
 func (c *fileCursor) prefetch(rgi int) error {
-	p, ok := c.f.(prefetcher)
+	p, ok := c.f.(storage.Prefetcher)
 	if !ok {
 		return nil
 	}
 	cc := c.pf.Metadata().RowGroups[rgi].Columns
-	var rs []byteRange
+	var rs []storage.ByteRange
 	for i := range columnNames {
 		if c.s.cols&(1<<i) == 0 || c.cols[i] < 0 {
 			continue
@@ -440,9 +441,9 @@ func (c *fileCursor) prefetch(rgi int) error {
 		if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < off {
 			off = md.DictionaryPageOffset
 		}
-		rs = append(rs, byteRange{off, md.TotalCompressedSize})
+		rs = append(rs, storage.ByteRange{Off: off, N: md.TotalCompressedSize})
 	}
-	return p.prefetch(rs)
+	return p.Prefetch(rs)
 }
 
 // next moves to the next row that passes the query's filters, decoding

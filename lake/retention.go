@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"reckon/lake/storage"
 )
 
 // DefaultRejectedRetention is how long the rejected table keeps an ingest
@@ -30,41 +32,41 @@ func (l *Lake) ExpireRejected(ctx context.Context, topic string, now time.Time,
 		return nil, nil
 	}
 	base := RejectedDir + "/topic=" + topic
-	dates, err := l.store.list(ctx, base)
+	dates, err := l.store.List(ctx, base)
 	if err != nil {
 		return nil, fmt.Errorf("lake: expire rejected of %s: %w", topic, err)
 	}
 	var gone []string
 	for _, d := range dates {
-		day, ok := parseDateDir("ingest_date", d.name)
-		if !d.dir || !ok || now.Sub(day.Add(24*time.Hour)) <= retention {
+		day, ok := parseDateDir("ingest_date", d.Name)
+		if !d.Dir || !ok || now.Sub(day.Add(24*time.Hour)) <= retention {
 			continue
 		}
-		dir := joinKey(base, d.name)
-		es, err := l.store.list(ctx, dir)
+		dir := storage.JoinKey(base, d.Name)
+		es, err := l.store.List(ctx, dir)
 		if err != nil {
 			return gone, fmt.Errorf("lake: expire rejected of %s: %w", topic, err)
 		}
 		var names []string
 		fresh := false
 		for _, e := range es {
-			if e.dir {
+			if e.Dir {
 				continue
 			}
-			if now.Sub(e.modTime) <= retention {
+			if now.Sub(e.ModTime) <= retention {
 				fresh = true
 				break
 			}
-			names = append(names, e.name) // hidden temporaries too: a crashed write's debris
+			names = append(names, e.Name) // hidden temporaries too: a crashed write's debris
 		}
 		if fresh || len(names) == 0 {
 			continue
 		}
-		if err := l.store.remove(ctx, dir, names); err != nil {
+		if err := l.store.Remove(ctx, dir, names); err != nil {
 			return gone, fmt.Errorf("lake: expire rejected of %s: %w", topic, err)
 		}
 		for _, n := range names {
-			gone = append(gone, joinKey(dir, n))
+			gone = append(gone, storage.JoinKey(dir, n))
 		}
 	}
 	return gone, nil

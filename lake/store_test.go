@@ -23,6 +23,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"reckon/internal/testing/s3test"
+	"reckon/lake/storage"
 )
 
 const (
@@ -92,7 +93,7 @@ func newS3WeedBucket(t testing.TB) *s3Server {
 
 // options returns Options for a lake under s3://bucket/base+testPrefix on f.
 func (f *s3Server) options() Options {
-	return Options{Root: S3Scheme + f.bucket + "/" + f.base + testPrefix, S3: S3Options{
+	return Options{Root: storage.S3Scheme + f.bucket + "/" + f.base + testPrefix, S3: storage.S3Options{
 		Endpoint: f.url, Region: "us-east-1", AccessKeyID: f.key, SecretAccessKey: f.secret,
 		Transport: countingTransport{f},
 	}}
@@ -210,7 +211,7 @@ func mustOpen(t testing.TB, opts Options) *Lake {
 func listFiles(t *testing.T, l *Lake) []string {
 	t.Helper()
 	var out []string
-	if err := l.store.walk(context.Background(), "", func(key string, _ entry) error {
+	if err := l.store.Walk(context.Background(), "", func(key string, _ storage.Entry) error {
 		out = append(out, key)
 		return nil
 	}); err != nil {
@@ -223,13 +224,13 @@ func listFiles(t *testing.T, l *Lake) []string {
 // dirNames returns every name in dir, hidden ones included.
 func dirNames(t *testing.T, l *Lake, dir string) []string {
 	t.Helper()
-	es, err := l.store.list(context.Background(), dir)
+	es, err := l.store.List(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
 	for _, e := range es {
-		out = append(out, e.name)
+		out = append(out, e.Name)
 	}
 	return out
 }
@@ -255,7 +256,7 @@ func readParquet[T any](t *testing.T, l *Lake, key string) []T {
 
 func putFile(t *testing.T, l *Lake, key string, data []byte) {
 	t.Helper()
-	if _, err := l.store.put(context.Background(), key, func(w io.Writer) error {
+	if _, err := l.store.Put(context.Background(), key, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	}); err != nil {
@@ -268,10 +269,11 @@ func putFile(t *testing.T, l *Lake, key string, data []byte) {
 func addDebris(t *testing.T, l *Lake, dir, name string) {
 	t.Helper()
 	switch s := l.base().(type) {
-	case *localStore:
-		putFile(t, l, joinKey(dir, "."+name+".123.tmp"), []byte("debris"))
-	case *s3Store:
-		if _, err := s.core.NewMultipartUpload(context.Background(), s.bucket, s.object(joinKey(dir, name)), minio.PutObjectOptions{}); err != nil {
+	case *storage.Local:
+		putFile(t, l, storage.JoinKey(dir, "."+name+".123.tmp"), []byte("debris"))
+	case *storage.S3:
+		core, bucket := s.Core()
+		if _, err := core.NewMultipartUpload(context.Background(), bucket, s.Object(storage.JoinKey(dir, name)), minio.PutObjectOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -280,9 +282,9 @@ func addDebris(t *testing.T, l *Lake, dir, name string) {
 // uploads lists the unfinished multipart uploads of an S3 lake.
 func uploads(t *testing.T, l *Lake) []string {
 	t.Helper()
-	s := l.base().(*s3Store)
-	res, err := s.core.ListMultipartUploads(context.Background(), s.bucket, s.dirPrefix(""), "", "", "", 1000)
-	if isNotFound(err) {
+	core, bucket := l.base().(*storage.S3).Core()
+	res, err := core.ListMultipartUploads(context.Background(), bucket, l.base().(*storage.S3).DirPrefix(""), "", "", "", 1000)
+	if code := minio.ToErrorResponse(err).Code; code == "NoSuchKey" || code == "NoSuchUpload" || code == "NotFound" {
 		return nil
 	}
 	if err != nil {
@@ -303,7 +305,7 @@ func TestS3PutIsAtomic(t *testing.T) { forEachS3(t, testS3PutIsAtomic) }
 
 func testS3PutIsAtomic(t *testing.T, f *s3Server) {
 	opts := f.options()
-	opts.S3.PartSize = minPartSize
+	opts.S3.PartSize = storage.MinPartSize
 	l := mustOpen(t, opts)
 	ctx := context.Background()
 	dir, key := "reports/big", "reports/big/file.bin"
@@ -314,14 +316,14 @@ func testS3PutIsAtomic(t *testing.T, f *s3Server) {
 		if names := dirNames(t, l, dir); len(names) != 0 {
 			t.Errorf("%s: listed %v", when, names)
 		}
-		if _, err := l.store.readFile(ctx, key); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := l.store.ReadFile(ctx, key); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s: read: %v, want not found", when, err)
 		}
 	}
 	// 12 MiB: two 5 MiB parts are sent while the write runs, the third and
 	// the completion after it returns.
 	var midway bool
-	size, err := l.store.put(ctx, key, func(w io.Writer) error {
+	size, err := l.store.Put(ctx, key, func(w io.Writer) error {
 		for i := 0; i < 12; i++ {
 			if _, err := w.Write(chunk); err != nil {
 				return err
@@ -339,7 +341,7 @@ func testS3PutIsAtomic(t *testing.T, f *s3Server) {
 	if err != nil || size != 12<<20 || !midway {
 		t.Fatalf("put: size %d, err %v, checked midway %v", size, err, midway)
 	}
-	got, err := l.store.readFile(ctx, key)
+	got, err := l.store.ReadFile(ctx, key)
 	if err != nil || !bytes.Equal(got, bytes.Repeat(chunk, 12)) {
 		t.Fatalf("read back %d bytes, err %v", len(got), err)
 	}
@@ -349,8 +351,8 @@ func testS3PutIsAtomic(t *testing.T, f *s3Server) {
 
 	boom := errors.New("encoder failed")
 	for _, n := range []int{1, 7} { // single PUT never sent; multipart aborted
-		other := joinKey(dir, fmt.Sprintf("failed-%d.bin", n))
-		_, err := l.store.put(ctx, other, func(w io.Writer) error {
+		other := storage.JoinKey(dir, fmt.Sprintf("failed-%d.bin", n))
+		_, err := l.store.Put(ctx, other, func(w io.Writer) error {
 			for i := 0; i < n; i++ {
 				w.Write(chunk)
 			}
@@ -367,10 +369,10 @@ func testS3PutIsAtomic(t *testing.T, f *s3Server) {
 		}
 	}
 	// A failed rewrite keeps the previous content.
-	if _, err := l.store.put(ctx, key, func(w io.Writer) error { w.Write([]byte("new")); return boom }); !errors.Is(err, boom) {
+	if _, err := l.store.Put(ctx, key, func(w io.Writer) error { w.Write([]byte("new")); return boom }); !errors.Is(err, boom) {
 		t.Fatal(err)
 	}
-	if got, _ := l.store.readFile(ctx, key); len(got) != 12<<20 {
+	if got, _ := l.store.ReadFile(ctx, key); len(got) != 12<<20 {
 		t.Errorf("failed rewrite changed the file to %d bytes", len(got))
 	}
 
@@ -440,7 +442,7 @@ func testS3ReadsOnlyNeededChunks(t *testing.T, fake *s3Server) {
 	// The footer, then one GET per decoded row group: its wanted chunks
 	// are close enough to coalesce.
 	footerGets := int64(1)
-	if footer > tailSize {
+	if footer > storage.TailSize {
 		footerGets = 2
 	}
 	if g := fake.gets.Load(); g != footerGets+int64(one.RowGroups) {
@@ -473,27 +475,27 @@ func testS3Prefix(t *testing.T, fake *s3Server) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	good := Options{Root: "s3://reckon-lake/a/b", S3: S3Options{Endpoint: "https://minio.internal:9000"}}
+	good := Options{Root: "s3://reckon-lake/a/b", S3: storage.S3Options{Endpoint: "https://minio.internal:9000"}}
 	if err := good.Validate(); err != nil {
 		t.Errorf("good options: %v", err)
 	}
-	if err := (Options{Root: "s3://reckon-lake", S3: S3Options{Region: "eu-central-1"}}).Validate(); err != nil {
+	if err := (Options{Root: "s3://reckon-lake", S3: storage.S3Options{Region: "eu-central-1"}}).Validate(); err != nil {
 		t.Errorf("AWS by region: %v", err)
 	}
 	for _, c := range []struct {
 		opts Options
 		want string
 	}{
-		{Options{Root: "s3://", S3: S3Options{Region: "x"}}, "bucket"},
-		{Options{Root: "s3://Upper_Case/x", S3: S3Options{Region: "x"}}, "bucket"},
-		{Options{Root: "s3://reckon-lake/../x", S3: S3Options{Region: "x"}}, "prefix"},
+		{Options{Root: "s3://", S3: storage.S3Options{Region: "x"}}, "bucket"},
+		{Options{Root: "s3://Upper_Case/x", S3: storage.S3Options{Region: "x"}}, "bucket"},
+		{Options{Root: "s3://reckon-lake/../x", S3: storage.S3Options{Region: "x"}}, "prefix"},
 		{Options{Root: "s3://reckon-lake"}, "Endpoint or S3.Region"},
-		{Options{Root: "s3://reckon-lake", S3: S3Options{Endpoint: "minio:9000"}}, "not an http(s)"},
-		{Options{Root: "s3://reckon-lake", S3: S3Options{Endpoint: "ftp://minio"}}, "not an http(s)"},
-		{Options{Root: "s3://reckon-lake", S3: S3Options{Endpoint: "https://minio/path"}}, "not an http(s)"},
-		{Options{Root: "s3://reckon-lake", S3: S3Options{Region: "x", AccessKeyID: "k"}}, "go together"},
-		{Options{Root: "s3://reckon-lake", S3: S3Options{Region: "x", SessionToken: "t"}}, "SessionToken"},
-		{Options{Root: "s3://reckon-lake", S3: S3Options{Region: "x", PartSize: 1 << 20}}, "PartSize"},
+		{Options{Root: "s3://reckon-lake", S3: storage.S3Options{Endpoint: "minio:9000"}}, "not an http(s)"},
+		{Options{Root: "s3://reckon-lake", S3: storage.S3Options{Endpoint: "ftp://minio"}}, "not an http(s)"},
+		{Options{Root: "s3://reckon-lake", S3: storage.S3Options{Endpoint: "https://minio/path"}}, "not an http(s)"},
+		{Options{Root: "s3://reckon-lake", S3: storage.S3Options{Region: "x", AccessKeyID: "k"}}, "go together"},
+		{Options{Root: "s3://reckon-lake", S3: storage.S3Options{Region: "x", SessionToken: "t"}}, "SessionToken"},
+		{Options{Root: "s3://reckon-lake", S3: storage.S3Options{Region: "x", PartSize: 1 << 20}}, "PartSize"},
 	} {
 		err := c.opts.Validate()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -506,7 +508,7 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 func TestS3OptionsDoNotPrintSecrets(t *testing.T) {
-	o := Options{Root: "s3://reckon-lake", S3: S3Options{Region: "x", AccessKeyID: "AKIA-visible", SecretAccessKey: "wJalr-secret", SessionToken: "token-secret"}}
+	o := Options{Root: "s3://reckon-lake", S3: storage.S3Options{Region: "x", AccessKeyID: "AKIA-visible", SecretAccessKey: "wJalr-secret", SessionToken: "token-secret"}}
 	for _, f := range []string{"%v", "%+v", "%#v", "%s"} {
 		for _, v := range []any{o, &o, o.S3} {
 			s := fmt.Sprintf(f, v)
@@ -522,12 +524,12 @@ func TestS3OptionsDoNotPrintSecrets(t *testing.T) {
 
 func TestValidKey(t *testing.T) {
 	for _, k := range []string{"a", "zreports/close_date=2026-11-07/x.parquet", "_progress/x"} {
-		if !validKey(k) {
+		if !storage.ValidKey(k) {
 			t.Errorf("%q refused", k)
 		}
 	}
 	for _, k := range []string{"", "/a", "a/", "a//b", "../a", "a/../b", "a/./b", ".", `a\b`} {
-		if validKey(k) {
+		if storage.ValidKey(k) {
 			t.Errorf("%q accepted", k)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"reckon/internal/event"
+	"reckon/lake/storage"
 )
 
 // summarySorting declares the summaries files' row order.
@@ -97,11 +98,11 @@ func (l *Lake) writeSummaryRows(ctx context.Context, table, stream, name string,
 		}
 		dir := paneDateKey(table, stream, time.UnixMicro(day*microsPerDay))
 		part := rows[lo:hi]
-		size, err := putRows(ctx, l, joinKey(dir, file), part, l.writerOptions(summarySorting...)...)
+		size, err := putRows(ctx, l, storage.JoinKey(dir, file), part, l.writerOptions(summarySorting...)...)
 		if err != nil {
 			return files, err
 		}
-		files = append(files, FileInfo{Path: joinKey(dir, file), Rows: int64(len(part)), Bytes: size})
+		files = append(files, FileInfo{Path: storage.JoinKey(dir, file), Rows: int64(len(part)), Bytes: size})
 		lo = hi
 	}
 	return files, nil
@@ -148,24 +149,24 @@ func (l *Lake) paneTableFiles(ctx context.Context, table, stream string, from, t
 		return nil, err
 	}
 	base := table + "/stream=" + stream
-	days, err := l.store.list(ctx, base)
+	days, err := l.store.List(ctx, base)
 	if err != nil {
 		return nil, fmt.Errorf("lake: %s: %w", table, err)
 	}
 	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
 	var out []tableFile
 	for _, d := range days {
-		day, ok := parseDateDir("window_date", d.name)
-		if !ok || !d.dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
+		day, ok := parseDateDir("window_date", d.Name)
+		if !ok || !d.Dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
 			continue
 		}
-		dir := joinKey(base, d.name)
+		dir := storage.JoinKey(base, d.Name)
 		files, err := l.lakeFiles(ctx, dir)
 		if err != nil {
 			return nil, fmt.Errorf("lake: %s: %w", table, err)
 		}
 		for _, f := range files {
-			out = append(out, tableFile{joinKey(dir, f.name), f.size, f.name, day})
+			out = append(out, tableFile{storage.JoinKey(dir, f.Name), f.Size, f.Name, day})
 		}
 	}
 	return out, nil
@@ -307,7 +308,7 @@ func (f *PaneFigures) keep(n0 int, ok func(i int) bool) {
 // readRows reads every row of the parquet file key as T.
 func readRows[T any](ctx context.Context, l *Lake, key string, size int64) (_ []T, err error) {
 	defer DecodePanic(key, &err)
-	f, err := l.store.open(ctx, key, size)
+	f, err := l.store.Open(ctx, key, size)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +323,7 @@ func readRows[T any](ctx context.Context, l *Lake, key string, size int64) (_ []
 // putRows writes rows as the parquet file key, atomically, and returns
 // its size.
 func putRows[T any](ctx context.Context, l *Lake, key string, rows []T, opts ...parquet.WriterOption) (int64, error) {
-	return l.store.put(ctx, key, func(out io.Writer) error {
+	return l.store.Put(ctx, key, func(out io.Writer) error {
 		w := parquet.NewGenericWriter[T](out, opts...)
 		if _, err := w.Write(rows); err != nil {
 			return err

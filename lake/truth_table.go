@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"reckon/internal/event"
+	"reckon/lake/storage"
 )
 
 // Tables of the batch truth (docs/adr/0008-batch-truth.md).
@@ -70,7 +71,7 @@ func (l *Lake) MergeTruthRows(ctx context.Context, stream, name string, rows []S
 	}
 	merged := slices.Clip(rows)
 	for day := range days {
-		key := joinKey(paneDateKey(TruthDir, stream, time.UnixMicro(day*microsPerDay)), name+".parquet")
+		key := storage.JoinKey(paneDateKey(TruthDir, stream, time.UnixMicro(day*microsPerDay)), name+".parquet")
 		old, err := readRows[SummaryRow](ctx, l, key, -1)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -109,7 +110,7 @@ func (l *Lake) WriteReport(ctx context.Context, kind, name string, data []byte) 
 		return "", err
 	}
 	key := reportKey(kind, name)
-	if _, err := l.store.put(ctx, key, func(w io.Writer) error {
+	if _, err := l.store.Put(ctx, key, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	}); err != nil {
@@ -123,5 +124,5 @@ func (l *Lake) ReadReport(ctx context.Context, kind, name string) ([]byte, error
 	if err := errors.Join(ValidateName(kind), ValidateName(name)); err != nil {
 		return nil, err
 	}
-	return l.store.readFile(ctx, reportKey(kind, name))
+	return l.store.ReadFile(ctx, reportKey(kind, name))
 }

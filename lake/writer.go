@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+
+	"reckon/lake/storage"
 )
 
 // FileInfo describes one file a write produced or removed.
@@ -101,7 +103,7 @@ func (l *Lake) writeBatch(ctx context.Context, topic string, partition int32, fi
 		var n int64
 		t := time.UnixMicro(hour * microsPerHour).UTC()
 		dir := rawHourKey(topic, t)
-		size, err := l.store.put(ctx, joinKey(dir, name), func(out io.Writer) error {
+		size, err := l.store.Put(ctx, storage.JoinKey(dir, name), func(out io.Writer) error {
 			// A new writer per file: parquet-go v0.32.0's Reset clears the
 			// declared sorting columns of every later file.
 			w := parquet.NewGenericWriter[RawRow](out, l.writerOptions(rawSorting...)...)
@@ -115,7 +117,7 @@ func (l *Lake) writeBatch(ctx context.Context, topic string, partition int32, fi
 			return res, err
 		}
 		dirs = append(dirs, dir)
-		res.Files = append(res.Files, FileInfo{Path: joinKey(dir, name), Rows: n, Bytes: size})
+		res.Files = append(res.Files, FileInfo{Path: storage.JoinKey(dir, name), Rows: n, Bytes: size})
 		res.Hours = append(res.Hours, HourCount{Hour: t, Rows: n})
 		res.Rows += n
 		lo = hi
@@ -140,7 +142,7 @@ func (l *Lake) writeBatch(ctx context.Context, topic string, partition int32, fi
 		}
 		dayRows := rejected[lo:hi]
 		dir := rejectedDateKey(topic, time.UnixMicro(day*microsPerDay))
-		size, err := l.store.put(ctx, joinKey(dir, name), func(out io.Writer) error {
+		size, err := l.store.Put(ctx, storage.JoinKey(dir, name), func(out io.Writer) error {
 			rw := parquet.NewGenericWriter[RejectedRow](out, append(l.writerOptions(), rejectedBlobs...)...)
 			if _, err := rw.Write(dayRows); err != nil {
 				return err
@@ -151,7 +153,7 @@ func (l *Lake) writeBatch(ctx context.Context, topic string, partition int32, fi
 			return res, err
 		}
 		dirs = append(dirs, dir)
-		res.Files = append(res.Files, FileInfo{Path: joinKey(dir, name), Rows: int64(len(dayRows)), Bytes: size})
+		res.Files = append(res.Files, FileInfo{Path: storage.JoinKey(dir, name), Rows: int64(len(dayRows)), Bytes: size})
 		res.Rejected += int64(len(dayRows))
 		lo = hi
 	}
@@ -269,23 +271,23 @@ func writeRows(w *parquet.GenericWriter[RawRow], rows []RawRow, buckets []rawBuc
 // removeSuperseded removes files in dir of batch's partition whose offset
 // range lies strictly inside batch's.
 func (l *Lake) removeSuperseded(ctx context.Context, dir string, batch FileRange) ([]string, error) {
-	es, err := l.store.list(ctx, dir)
+	es, err := l.store.List(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
 	var names, gone []string
 	for _, e := range es {
-		if e.dir || hidden(e.name) {
+		if e.Dir || hidden(e.Name) {
 			continue
 		}
-		r, err := ParseFileName(batch.Topic, e.name)
+		r, err := ParseFileName(batch.Topic, e.Name)
 		if err != nil || r == batch || !batch.Contains(r) {
 			continue
 		}
-		names = append(names, e.name)
-		gone = append(gone, joinKey(dir, e.name))
+		names = append(names, e.Name)
+		gone = append(gone, storage.JoinKey(dir, e.Name))
 	}
-	return gone, l.store.remove(ctx, dir, names)
+	return gone, l.store.Remove(ctx, dir, names)
 }
 
 const (

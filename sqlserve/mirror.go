@@ -12,6 +12,7 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/lakeconn"
 	"reckon/lake"
+	"reckon/lake/storage"
 )
 
 // LakeMirror keeps a local copy of an s3:// lake's tables — those the
@@ -68,7 +69,7 @@ func OpenLakeMirror(cfg *config.Config, log *slog.Logger) (*LakeMirror, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(cfg.SQL.CacheDir, "s3", filepath.FromSlash(strings.Trim(strings.TrimPrefix(cfg.Lake.Root, lake.S3Scheme), "/")))
+	dir := filepath.Join(cfg.SQL.CacheDir, "s3", filepath.FromSlash(strings.Trim(strings.TrimPrefix(cfg.Lake.Root, storage.S3Scheme), "/")))
 	return NewLakeMirror(l, dir, cfg.SQL.SyncInterval, log), nil
 }
 

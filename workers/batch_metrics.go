@@ -69,10 +69,11 @@ func newBatchMetrics(r *metrics.Registry, cfg *config.Config, adm *kadm.Client, 
 	return m
 }
 
-// storageStats copies the process's lake retry counters (lake.StorageStats)
-// into their families; an operation never retried has no series.
+// storageStats copies the retry counters of the worker's lake
+// ((*lake.Lake).StorageStats: every activity of the process uses it) into
+// their families; an operation never retried has no series.
 func (m *batchMetrics) storageStats(context.Context) {
-	for _, s := range lake.StorageStats() {
+	for _, s := range m.lk.StorageStats() {
 		if s.Retries > 0 {
 			m.storageRetries.With(s.Op).Set(float64(s.Retries))
 		}

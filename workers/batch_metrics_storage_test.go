@@ -10,13 +10,14 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/metrics"
 	"reckon/lake"
+	"reckon/lake/storage/errorfs"
 )
 
 // TestLakeRetriesReachTheBatchMetrics: a lake whose storage fails now and
-// then (lake.Options.Faults) retries the failed calls, and the batch
+// then (errorfs through lake.Options.Wrap) retries the failed calls, and the batch
 // worker's /metrics shows those retries by operation.
 func TestLakeRetriesReachTheBatchMetrics(t *testing.T) {
-	l, err := lake.Open(lake.Options{Root: filepath.Join(t.TempDir(), "lake"), Faults: lake.UniformFaults(7, 0.3)})
+	l, err := lake.Open(lake.Options{Root: filepath.Join(t.TempDir(), "lake"), Wrap: errorfs.UniformFaults(7, 0.3).Wrap})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func TestLakeRetriesReachTheBatchMetrics(t *testing.T) {
 		}
 	}
 	r := metrics.NewRegistry()
-	m := newBatchMetrics(r, &config.Config{}, nil, nil, nil, slog.New(slog.DiscardHandler))
+	m := newBatchMetrics(r, &config.Config{}, nil, l, nil, slog.New(slog.DiscardHandler))
 	m.storageStats(t.Context())
 	var b strings.Builder
 	r.WriteText(&b)

@@ -75,7 +75,7 @@ func runBatch(ctx context.Context, cx *cmdContext) error {
 		return err
 	}
 	defer closeTruthKafka()
-	runBridge, closeBridge, err := zreportBatch(cfg, c, w)
+	runBridge, closeBridge, err := zreportBatchOn(cfg, c, w, lk)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,8 @@ import (
 	"reckon/internal/lakeconn"
 	"reckon/internal/numfmt"
 	"reckon/lake"
+	"reckon/lake/storage"
+	"reckon/lake/storage/errorfs"
 )
 
 // lakeSubcommands of `reckon lake`, in help order.
@@ -85,16 +87,25 @@ func lakeOptions(c config.Lake, root string) (lake.Options, error) {
 		root = c.Root
 	}
 	opts := lake.Options{Root: root, CompactLease: c.Compaction.Lease}
-	if c.Faults.Rate > 0 { // chaos only (docs/adr/0022-lake-fault-injection.md)
-		opts.Faults = lake.UniformFaults(uint64(c.Faults.Seed), c.Faults.Rate)
+	if f := lakeFaults(c); f != nil {
+		opts.Wrap = f.Wrap
 		slog.Warn("lake: storage fault injection is on (lake.faults: chaos testing only)", "rate", c.Faults.Rate, "seed", c.Faults.Seed)
 	}
-	if !lake.IsS3Root(root) {
+	if !storage.IsS3Root(root) {
 		return opts, nil
 	}
 	s3, err := lakeconn.S3Options(c.S3)
 	opts.S3 = s3
 	return opts, err
+}
+
+// lakeFaults returns the storage faults lake.faults asks for, nil when its
+// rate is 0: chaos only (docs/adr/0022-lake-fault-injection.md).
+func lakeFaults(c config.Lake) *errorfs.Faults {
+	if c.Faults.Rate <= 0 {
+		return nil
+	}
+	return errorfs.UniformFaults(uint64(c.Faults.Seed), c.Faults.Rate)
 }
 
 func lakeNoArgs(cx *cmdContext) error {

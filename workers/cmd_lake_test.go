@@ -20,6 +20,7 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/testing/s3test"
 	"reckon/lake"
+	"reckon/lake/storage"
 )
 
 // lakeMain runs `reckon lake <args>` through Main.
@@ -330,11 +331,11 @@ func TestLakeOptionsFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := lake.S3Options{Endpoint: "https://minio:9000", AccessKeyID: "id", SecretAccessKey: "from-file", SessionToken: "tok"}
+	want := storage.S3Options{Endpoint: "https://minio:9000", AccessKeyID: "id", SecretAccessKey: "from-file", SessionToken: "tok"}
 	if opts.Root != "s3://reckon-lake/p" || opts.S3.String() != want.String() || opts.S3.SecretAccessKey != "from-file" || opts.S3.SessionToken != "tok" {
 		t.Errorf("options = %v", opts)
 	}
-	if opts, err := lakeOptions(cfg.Lake, "/tmp/lake"); err != nil || opts.Root != "/tmp/lake" || opts.S3 != (lake.S3Options{}) {
+	if opts, err := lakeOptions(cfg.Lake, "/tmp/lake"); err != nil || opts.Root != "/tmp/lake" || opts.S3 != (storage.S3Options{}) {
 		t.Errorf("--lake directory: %v, %v", opts, err)
 	}
 	os.Remove(secret)

@@ -15,6 +15,8 @@ import (
 
 	"reckon/activities"
 	"reckon/lake"
+	"reckon/lake/storage"
+	"reckon/lake/storage/errorfs"
 )
 
 // TestPermanentLakeErrorFailsTheWorkflowAtOnce: on the batch worker (its
@@ -29,14 +31,14 @@ func TestPermanentLakeErrorFailsTheWorkflowAtOnce(t *testing.T) {
 	defer cancel()
 	c := dialTestTemporal(t, ctx, nil)
 	root := t.TempDir()
-	open := func(k lake.FaultKind) *lake.Lake {
-		l, err := lake.Open(lake.Options{Root: root, Faults: &lake.Faults{Seed: 1, Rules: []lake.FaultRule{{Op: lake.OpReadFile, Kind: k, Rate: 1}}}})
+	open := func(k errorfs.FaultKind) *lake.Lake {
+		l, err := lake.Open(lake.Options{Root: root, Wrap: (&errorfs.Faults{Seed: 1, Rules: []errorfs.FaultRule{{Op: storage.OpReadFile, Kind: k, Rate: 1}}}).Wrap})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return l
 	}
-	denied, flaky := open(lake.FaultDenied), open(lake.FaultError)
+	denied, flaky := open(errorfs.FaultDenied), open(errorfs.FaultError)
 
 	const queue = "lake-errors"
 	var calls atomic.Int64

@@ -16,16 +16,16 @@ func TestLakeFaultsFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts, err := lakeOptions(cfg.Lake, ""); err != nil || opts.Faults != nil {
-		t.Fatalf("default config: faults %+v, %v; want none", opts.Faults, err)
+	if opts, err := lakeOptions(cfg.Lake, ""); err != nil || opts.Wrap != nil || lakeFaults(cfg.Lake) != nil {
+		t.Fatalf("default config: faults %+v, %v; want none", lakeFaults(cfg.Lake), err)
 	}
 	cfg, err = config.Load("", []string{"RECKON_LAKE_FAULTS_RATE=1"}, []string{"lake.root=" + t.TempDir(), "lake.faults.seed=9"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts, err := lakeOptions(cfg.Lake, "")
-	if err != nil || opts.Faults == nil || opts.Faults.Seed != 9 {
-		t.Fatalf("lake.faults set: %+v, %v", opts.Faults, err)
+	if f := lakeFaults(cfg.Lake); err != nil || opts.Wrap == nil || f == nil || f.Seed != 9 {
+		t.Fatalf("lake.faults set: %+v, %v", f, err)
 	}
 	l, err := openConfiguredLake(cfg, "")
 	if err != nil {

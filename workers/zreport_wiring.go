@@ -28,13 +28,27 @@ import (
 	"reckon/zreport/ofdsim"
 )
 
-// zreportBatch registers the Z-report workflows/activities on w and returns the bridge loop to run in `reckon batch`.
-func zreportBatch(cfg *config.Config, c client.Client, w worker.Worker) (runBridge func(ctx context.Context) error, closeFn func(), err error) {
+// zreportBatch registers the Z-report workflows/activities on w and returns
+// the bridge loop to run in `reckon batch`.
+func zreportBatch(cfg *config.Config, c client.Client, w worker.Worker) (
+	runBridge func(ctx context.Context) error, closeFn func(), err error,
+) {
 	if err := validateZReport(cfg); err != nil {
 		return nil, nil, err
 	}
 	lk, err := openConfiguredLake(cfg, "")
 	if err != nil {
+		return nil, nil, err
+	}
+	return zreportBatchOn(cfg, c, w, lk)
+}
+
+// zreportBatchOn is zreportBatch on the lake lk: the batch worker's one
+// lake, whose storage retries its /metrics count.
+func zreportBatchOn(cfg *config.Config, c client.Client, w worker.Worker, lk *lake.Lake) (
+	runBridge func(ctx context.Context) error, closeFn func(), err error,
+) {
+	if err := validateZReport(cfg); err != nil {
 		return nil, nil, err
 	}
 	bopts, err := kafkaconn.Options(cfg.Kafka, "zreport-bridge")

@@ -99,7 +99,7 @@ func (c LakeCompaction) validate(bad func(format string, a ...any)) {
 
 // LakeFaults makes the lake's storage fail on purpose: a fraction of its
 // calls fail, stall, time out, read short, find the disk full or lose
-// their answer (lake.UniformFaults). Chaos testing only.
+// their answer (errorfs.UniformFaults). Chaos testing only.
 type LakeFaults struct {
 	// Rate is the fraction of storage calls that draw a transient fault,
 	// 0..1. Default 0: no fault injection.

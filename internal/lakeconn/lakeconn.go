@@ -5,21 +5,21 @@ package lakeconn
 
 import (
 	"reckon/internal/config"
-	"reckon/lake"
+	"reckon/lake/storage"
 )
 
 // S3Options are the object storage settings of s, with the secret key
 // file and the CA bundle read.
-func S3Options(s config.LakeS3) (lake.S3Options, error) {
+func S3Options(s config.LakeS3) (storage.S3Options, error) {
 	secret, err := s.ResolveSecretAccessKey()
 	if err != nil {
-		return lake.S3Options{}, err
+		return storage.S3Options{}, err
 	}
 	tlsConf, err := s.ClientTLS()
 	if err != nil {
-		return lake.S3Options{}, err
+		return storage.S3Options{}, err
 	}
-	return lake.S3Options{
+	return storage.S3Options{
 		Endpoint: s.Endpoint, Region: s.Region, AccessKeyID: s.AccessKeyID,
 		SecretAccessKey: secret.Reveal(), SessionToken: s.SessionToken.Reveal(), TLS: tlsConf,
 	}, nil

@@ -1,4 +1,4 @@
-package lake
+package storage
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 // directory (e.g. Z-reports): the same hidden temp name, fsync, rename,
 // directory fsync. Lake.WriteFile does the same on any storage.
 func WriteFileAtomic(ctx context.Context, dir, name string, write func(w io.Writer) error) (int64, error) {
-	return writeAtomic(ctx, dir, name, write)
+	return WriteAtomic(ctx, dir, name, write)
 }
 
 // writeAtomic writes dir/name through write: to a hidden temporary file in
@@ -27,11 +27,11 @@ func WriteFileAtomic(ctx context.Context, dir, name string, write func(w io.Writ
 // ctx is checked before the file is created, at every flush of the write
 // buffer and before the rename: a cancelled write stops there, removes its
 // temporary file and leaves dir/name as it was.
-func writeAtomic(ctx context.Context, dir, name string, write func(w io.Writer) error) (int64, error) {
+func WriteAtomic(ctx context.Context, dir, name string, write func(w io.Writer) error) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("lake: write %s: %w", filepath.Join(dir, name), err)
 	}
-	if err := mkdirAllSync(dir); err != nil {
+	if err := MkdirAllSync(dir); err != nil {
 		return 0, err
 	}
 	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
@@ -70,7 +70,7 @@ func writeAtomic(ctx context.Context, dir, name string, write func(w io.Writer) 
 		return 0, fmt.Errorf("lake: rename into %s: %w", filepath.Join(dir, name), err)
 	}
 	ok = true
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		return 0, err
 	}
 	return st.Size(), nil
@@ -90,9 +90,9 @@ func (c ctxWriter) Write(p []byte) (int, error) {
 	return c.w.Write(p)
 }
 
-// removeSync removes files (base names) from dir and fsyncs dir once.
+// RemoveSync removes files (base names) from dir and fsyncs dir once.
 // Missing files are not an error: removal is idempotent.
-func removeSync(dir string, names []string) error {
+func RemoveSync(dir string, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -102,14 +102,14 @@ func removeSync(dir string, names []string) error {
 			errs = append(errs, fmt.Errorf("lake: remove: %w", err))
 		}
 	}
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-// syncDir fsyncs a directory so renames and removals in it survive a crash.
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory so renames and removals in it survive a crash.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("lake: open dir for fsync: %w", err)
@@ -121,9 +121,9 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// mkdirAllSync creates dir and its missing parents, fsyncing the parent of
+// MkdirAllSync creates dir and its missing parents, fsyncing the parent of
 // every directory it creates so the new entries survive a crash.
-func mkdirAllSync(dir string) error {
+func MkdirAllSync(dir string) error {
 	if st, err := os.Stat(dir); err == nil {
 		if !st.IsDir() {
 			return fmt.Errorf("lake: %s is not a directory", dir)
@@ -132,7 +132,7 @@ func mkdirAllSync(dir string) error {
 	}
 	parent := filepath.Dir(dir)
 	if parent != dir {
-		if err := mkdirAllSync(parent); err != nil {
+		if err := MkdirAllSync(parent); err != nil {
 			return err
 		}
 	}
@@ -142,10 +142,10 @@ func mkdirAllSync(dir string) error {
 		}
 		return fmt.Errorf("lake: mkdir: %w", err)
 	}
-	return syncDir(parent)
+	return SyncDir(parent)
 }
 
 // isTemp reports whether name is one of writeAtomic's temporary files.
-func isTemp(name string) bool {
+func IsTemp(name string) bool {
 	return strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp")
 }

@@ -1,4 +1,4 @@
-package lake
+package storage
 
 import (
 	"errors"

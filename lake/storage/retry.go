@@ -1,4 +1,4 @@
-package lake
+package storage
 
 import (
 	"context"
@@ -47,7 +47,8 @@ type RetryOptions struct {
 	MaxElapsed time.Duration
 }
 
-func (o RetryOptions) validate() []error {
+// Validate reports every problem with o at once.
+func (o RetryOptions) Validate() error {
 	var errs []error
 	if o.MaxAttempts < 0 {
 		errs = append(errs, fmt.Errorf("lake: options: Retry.MaxAttempts %d is negative", o.MaxAttempts))
@@ -55,7 +56,7 @@ func (o RetryOptions) validate() []error {
 	if o.InitialBackoff < 0 || o.MaxBackoff < 0 || o.MaxElapsed < 0 {
 		errs = append(errs, errors.New("lake: options: Retry.InitialBackoff, MaxBackoff and MaxElapsed must not be negative"))
 	}
-	return errs
+	return errors.Join(errs...)
 }
 
 func (o *RetryOptions) fillDefaults() {
@@ -73,10 +74,10 @@ func (o *RetryOptions) fillDefaults() {
 	}
 }
 
-// StorageOpStats counts the retries of one storage operation (a FaultOp
-// name: put, open, read, read_file, list, walk, remove, lock,
-// remove_stale), over every Lake of the process since it started.
-type StorageOpStats struct {
+// OpStats counts the retries of one storage operation (an Op name: put,
+// open, read, read_file, list, walk, remove, lock, remove_stale) through
+// one Retry since it was made.
+type OpStats struct {
 	Op string
 	// Retries is how many calls were made again after a transient failure.
 	Retries int64
@@ -88,27 +89,23 @@ type StorageOpStats struct {
 	GaveUp int64
 }
 
-// retryCounters are the process's counters, one per FaultOps entry.
-var retryCounters = make([]opCounters, len(FaultOps))
-
 type opCounters struct {
 	retries, recovered, gaveUp atomic.Int64
 }
 
-// StorageStats returns the retry counters of every storage operation, in
-// FaultOps order, for metrics (the batch worker's /metrics exposes them as
-// counters labelled by op). Safe for concurrent use.
-func StorageStats() []StorageOpStats {
-	out := make([]StorageOpStats, len(FaultOps))
-	for i, op := range FaultOps {
-		c := &retryCounters[i]
-		out[i] = StorageOpStats{Op: string(op), Retries: c.retries.Load(), Recovered: c.recovered.Load(), GaveUp: c.gaveUp.Load()}
+// Stats returns s's retry counters of every storage operation, in Ops
+// order, for metrics. Safe for concurrent use.
+func (s *Retry) Stats() []OpStats {
+	out := make([]OpStats, len(Ops))
+	for i, op := range Ops {
+		c := &s.counters[i]
+		out[i] = OpStats{Op: string(op), Retries: c.retries.Load(), Recovered: c.recovered.Load(), GaveUp: c.gaveUp.Load()}
 	}
 	return out
 }
 
-func opIndex(op FaultOp) int {
-	for i, o := range FaultOps {
+func opIndex(op Op) int {
+	for i, o := range Ops {
 		if o == op {
 			return i
 		}
@@ -119,6 +116,10 @@ func opIndex(op FaultOp) int {
 // noRetry marks an error a retry cannot help: the caller's own code failed.
 // It is transparent: its message and chain are the error's.
 type noRetry struct{ err error }
+
+// NoRetry marks err as one no retry can help: a caller's own failure
+// inside a call (a put's write func) that must reach it unrepeated.
+func NoRetry(err error) error { return noRetry{err} }
 
 func (e noRetry) Error() string { return e.err.Error() }
 func (e noRetry) Unwrap() error { return e.err }
@@ -134,7 +135,7 @@ func retryable(ctx context.Context, err error) bool {
 		IsPermanent(err),
 		errors.Is(err, fs.ErrNotExist),
 		errors.Is(err, ErrBadFile), errors.Is(err, ErrBadName),
-		errors.Is(err, errLockHeld),
+		errors.Is(err, ErrLockHeld),
 		errors.Is(err, io.EOF):
 		return false
 	}
@@ -142,26 +143,30 @@ func retryable(ctx context.Context, err error) bool {
 }
 
 // retryStore retries transient failures of the storage it wraps.
-type retryStore struct {
-	next storage
+type Retry struct {
+	next Store
 	o    RetryOptions
 	// abandoned maps a directory to the token of a lock whose retries gave
 	// up: the lock may have been taken (an answer lost), so the next lock
 	// of the directory through this store uses the token again.
 	abandoned sync.Map
+	// counters are the retry counters, one per Ops entry.
+	counters []opCounters
 }
 
-func newRetryStore(next storage, o RetryOptions) *retryStore {
+// NewRetry returns next with the transient failures of its calls retried
+// as o says.
+func NewRetry(next Store, o RetryOptions) *Retry {
 	o.fillDefaults()
-	return &retryStore{next: next, o: o}
+	return &Retry{next: next, o: o, counters: make([]opCounters, len(Ops))}
 }
 
-func (s *retryStore) unwrap() storage { return s.next }
+func (s *Retry) Unwrap() Store { return s.next }
 
 // do calls fn until it succeeds, fails for good, or the attempts or the
 // time run out. An error after retries names how many were made.
-func (s *retryStore) do(ctx context.Context, op FaultOp, what string, fn func() error) error {
-	c := &retryCounters[opIndex(op)]
+func (s *Retry) do(ctx context.Context, op Op, what string, fn func() error) error {
+	c := &s.counters[opIndex(op)]
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		err := fn()
@@ -183,7 +188,8 @@ func (s *retryStore) do(ctx context.Context, op FaultOp, what string, fn func() 
 				return err
 			}
 			c.gaveUp.Add(1)
-			return fmt.Errorf("lake: %s %s: gave up after %d attempts in %v: %w", op, what, attempt, time.Since(start).Round(time.Millisecond), err)
+			return fmt.Errorf("lake: %s %s: gave up after %d attempts in %v: %w",
+				op, what, attempt, time.Since(start).Round(time.Millisecond), err)
 		}
 		c.retries.Add(1)
 		t := time.NewTimer(wait)
@@ -198,7 +204,7 @@ func (s *retryStore) do(ctx context.Context, op FaultOp, what string, fn func() 
 
 // backoff is the wait after the attempt-th call: InitialBackoff doubled
 // per earlier retry, at most MaxBackoff, drawn from its upper half.
-func (s *retryStore) backoff(attempt int) time.Duration {
+func (s *Retry) backoff(attempt int) time.Duration {
 	d := s.o.InitialBackoff << min(attempt-1, 30)
 	if d <= 0 || d > s.o.MaxBackoff {
 		d = s.o.MaxBackoff
@@ -213,12 +219,12 @@ func (s *retryStore) backoff(attempt int) time.Duration {
 // uses putOnce. A failure of write itself that is not the storage's (an
 // encoding error, a failed read of compaction input, which its own reads
 // retried) is not retried.
-func (s *retryStore) put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
+func (s *Retry) Put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
 	var size int64
 	err := s.do(ctx, OpPut, key, func() error {
 		var werr error // the last error the storage's writer returned
 		var err error
-		size, err = s.next.put(ctx, key, func(w io.Writer) error {
+		size, err = s.next.Put(ctx, key, func(w io.Writer) error {
 			err := write(&errWriter{w: w, err: &werr})
 			if err != nil && (werr == nil || !errors.Is(err, werr)) {
 				return noRetry{err}
@@ -231,8 +237,8 @@ func (s *retryStore) put(ctx context.Context, key string, write func(w io.Writer
 }
 
 // putOnce is put without retries, for a write func that cannot run twice.
-func (s *retryStore) putOnce(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
-	return s.next.put(ctx, key, write)
+func (s *Retry) PutOnce(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
+	return s.next.Put(ctx, key, write)
 }
 
 // errWriter records the errors of the writer it wraps.
@@ -249,17 +255,17 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (s *retryStore) open(ctx context.Context, key string, size int64) (objectReader, error) {
-	var r objectReader
+func (s *Retry) Open(ctx context.Context, key string, size int64) (ObjectReader, error) {
+	var r ObjectReader
 	err := s.do(ctx, OpOpen, key, func() (err error) {
-		r, err = s.next.open(ctx, key, size)
+		r, err = s.next.Open(ctx, key, size)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	rr := &retryReader{s: s, ctx: ctx, key: key, next: r}
-	if p, ok := r.(prefetcher); ok {
+	if p, ok := r.(Prefetcher); ok {
 		return &retryPrefetchReader{rr, p}, nil
 	}
 	return rr, nil
@@ -269,10 +275,10 @@ func (s *retryStore) open(ctx context.Context, key string, size int64) (objectRe
 // (but io.EOF) are storage errors: a decoder that meets one reports a
 // storage failure, not a bad file (see badFile).
 type retryReader struct {
-	s    *retryStore
+	s    *Retry
 	ctx  context.Context
 	key  string
-	next objectReader
+	next ObjectReader
 }
 
 func (r *retryReader) Size() int64  { return r.next.Size() }
@@ -294,11 +300,11 @@ func (r *retryReader) ReadAt(p []byte, off int64) (int, error) {
 // are retried too.
 type retryPrefetchReader struct {
 	*retryReader
-	p prefetcher
+	p Prefetcher
 }
 
-func (r *retryPrefetchReader) prefetch(ranges []byteRange) error {
-	err := r.s.do(r.ctx, OpRead, r.key, func() error { return r.p.prefetch(ranges) })
+func (r *retryPrefetchReader) Prefetch(ranges []ByteRange) error {
+	err := r.s.do(r.ctx, OpRead, r.key, func() error { return r.p.Prefetch(ranges) })
 	if err != nil {
 		return &ReadError{Key: r.key, Err: err}
 	}
@@ -319,30 +325,19 @@ func (e *ReadError) Error() string {
 }
 func (e *ReadError) Unwrap() error { return e.Err }
 
-// badFile is the error of a file that failed to decode with err: an
-// ErrBadFile naming key, unless err is the storage's (a ReadError), which
-// is returned as it is.
-func badFile(key string, err error) error {
-	var re *ReadError
-	if errors.As(err, &re) {
-		return err
-	}
-	return fmt.Errorf("%w: %s: %w", ErrBadFile, key, err)
-}
-
-func (s *retryStore) readFile(ctx context.Context, key string) ([]byte, error) {
+func (s *Retry) ReadFile(ctx context.Context, key string) ([]byte, error) {
 	var b []byte
 	err := s.do(ctx, OpReadFile, key, func() (err error) {
-		b, err = s.next.readFile(ctx, key)
+		b, err = s.next.ReadFile(ctx, key)
 		return err
 	})
 	return b, err
 }
 
-func (s *retryStore) list(ctx context.Context, dir string) ([]entry, error) {
-	var es []entry
+func (s *Retry) List(ctx context.Context, dir string) ([]Entry, error) {
+	var es []Entry
 	err := s.do(ctx, OpList, dir, func() (err error) {
-		es, err = s.next.list(ctx, dir)
+		es, err = s.next.List(ctx, dir)
 		return err
 	})
 	return es, err
@@ -351,11 +346,11 @@ func (s *retryStore) list(ctx context.Context, dir string) ([]entry, error) {
 // walk retries a listing that failed partway without passing a file to fn
 // twice: a retry skips the keys fn already saw. An error of fn is not
 // retried.
-func (s *retryStore) walk(ctx context.Context, dir string, fn func(key string, e entry) error) error {
+func (s *Retry) Walk(ctx context.Context, dir string, fn func(key string, e Entry) error) error {
 	seen := map[string]bool{}
 	return s.do(ctx, OpWalk, dir, func() error {
 		var fnErr error
-		err := s.next.walk(ctx, dir, func(key string, e entry) error {
+		err := s.next.Walk(ctx, dir, func(key string, e Entry) error {
 			if seen[key] {
 				return nil
 			}
@@ -370,46 +365,46 @@ func (s *retryStore) walk(ctx context.Context, dir string, fn func(key string, e
 	})
 }
 
-func (s *retryStore) remove(ctx context.Context, dir string, names []string) error {
-	return s.do(ctx, OpRemove, dir, func() error { return s.next.remove(ctx, dir, names) })
+func (s *Retry) Remove(ctx context.Context, dir string, names []string) error {
+	return s.do(ctx, OpRemove, dir, func() error { return s.next.Remove(ctx, dir, names) })
 }
 
 // lock takes the lock with a new token, or with the token of an earlier
 // lock of dir that gave up (it may hold the lock without knowing).
-func (s *retryStore) lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
-	token := newLockToken()
+func (s *Retry) Lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+	token := NewLockToken()
 	if t, ok := s.abandoned.LoadAndDelete(dir); ok {
 		token = t.(string)
 	}
-	return s.lockAs(ctx, dir, token, now, maxAge)
+	return s.LockAs(ctx, dir, token, now, maxAge)
 }
 
 // lockAs retries with one token: a retry after a lock whose answer was
 // lost finds the lock naming it and takes it as its own.
-func (s *retryStore) lockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (func(), error) {
+func (s *Retry) LockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (func(), error) {
 	var unlock func()
 	err := s.do(ctx, OpLock, dir, func() (err error) {
-		unlock, err = s.next.lockAs(ctx, dir, token, now, maxAge)
+		unlock, err = s.next.LockAs(ctx, dir, token, now, maxAge)
 		return err
 	})
-	if err != nil && !errors.Is(err, errLockHeld) {
+	if err != nil && !errors.Is(err, ErrLockHeld) {
 		s.abandoned.Store(dir, token)
 	}
 	return unlock, err
 }
 
 // removeStale returns the keys every attempt removed.
-func (s *retryStore) removeStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
+func (s *Retry) RemoveStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
 	var all []string
 	err := s.do(ctx, OpRemoveStale, dir, func() error {
-		gone, err := s.next.removeStale(ctx, dir, now, maxAge)
+		gone, err := s.next.RemoveStale(ctx, dir, now, maxAge)
 		all = append(all, gone...)
 		return err
 	})
 	return all, err
 }
 
-func (s *retryStore) remote() bool { return s.next.remote() }
+func (s *Retry) Remote() bool { return s.next.Remote() }
 
 // newLockToken returns a token naming one taker of a lock.
-func newLockToken() string { return crand.Text() }
+func NewLockToken() string { return crand.Text() }

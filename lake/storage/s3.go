@@ -1,7 +1,8 @@
-package lake
+package storage
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/md5"
 	"crypto/tls"
@@ -68,10 +69,10 @@ func (o S3Options) String() string {
 }
 
 // GoString is String, for %#v.
-func (o S3Options) GoString() string { return "lake.S3Options" + o.String() }
+func (o S3Options) GoString() string { return "storage.S3Options" + o.String() }
 
 const (
-	minPartSize     = 5 << 20
+	MinPartSize     = 5 << 20
 	maxPartSize     = 5 << 30
 	defaultPartSize = 16 << 20
 )
@@ -81,7 +82,7 @@ func IsS3Root(root string) bool { return strings.HasPrefix(root, S3Scheme) }
 
 // parseS3Root splits s3://bucket/prefix into bucket and prefix (without
 // leading or trailing slashes).
-func parseS3Root(root string) (bucket, prefix string, err error) {
+func ParseS3Root(root string) (bucket, prefix string, err error) {
 	rest, ok := strings.CutPrefix(root, S3Scheme)
 	if !ok {
 		return "", "", fmt.Errorf("lake: options: Root %q is not an %s URL", root, S3Scheme)
@@ -91,8 +92,9 @@ func parseS3Root(root string) (bucket, prefix string, err error) {
 	if err := validBucket(bucket); err != nil {
 		return "", "", fmt.Errorf("lake: options: Root %q: %w", root, err)
 	}
-	if strings.ContainsAny(prefix, "?#\\") || prefix != "" && !validKey(prefix) {
-		return "", "", fmt.Errorf("lake: options: Root %q: prefix %q must be a clean path without . or .. elements, ? # or \\", root, prefix)
+	if strings.ContainsAny(prefix, "?#\\") || prefix != "" && !ValidKey(prefix) {
+		return "", "", fmt.Errorf(
+			"lake: options: Root %q: prefix %q must be a clean path without . or .. elements, ? # or \\", root, prefix)
 	}
 	return bucket, prefix, nil
 }
@@ -124,13 +126,15 @@ func (o S3Options) endpointURL() (*url.URL, error) {
 		ep = "https://s3." + o.Region + ".amazonaws.com"
 	}
 	u, err := url.Parse(ep)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
 		return nil, fmt.Errorf("lake: options: S3.Endpoint %q is not an http(s)://host[:port] URL", o.Endpoint)
 	}
 	return u, nil
 }
 
-func (o S3Options) validate() []error {
+// Validate reports every problem with o at once.
+func (o S3Options) Validate() error {
 	var errs []error
 	if o.Endpoint == "" && o.Region == "" {
 		errs = append(errs, errors.New("lake: options: S3.Endpoint or S3.Region is required for an s3:// Root"))
@@ -143,17 +147,17 @@ func (o S3Options) validate() []error {
 	if o.SessionToken != "" && o.AccessKeyID == "" {
 		errs = append(errs, errors.New("lake: options: S3.SessionToken needs S3.AccessKeyID and S3.SecretAccessKey"))
 	}
-	if o.PartSize != 0 && (o.PartSize < minPartSize || o.PartSize > maxPartSize) {
+	if o.PartSize != 0 && (o.PartSize < MinPartSize || o.PartSize > maxPartSize) {
 		errs = append(errs, fmt.Errorf("lake: options: S3.PartSize %d outside 5 MiB..5 GiB", o.PartSize))
 	}
-	return errs
+	return errors.Join(errs...)
 }
 
 // s3Store keeps the lake under a prefix of a bucket. S3 has no rename: a
 // file becomes visible when its single PUT (or the completion of its
 // multipart upload) succeeds, which is the atomic commit writeAtomic's
 // rename is on disk.
-type s3Store struct {
+type S3 struct {
 	client   *minio.Client
 	core     minio.Core
 	bucket   string
@@ -161,8 +165,8 @@ type s3Store struct {
 	partSize int64
 }
 
-func newS3Store(root string, o S3Options) (*s3Store, error) {
-	bucket, prefix, err := parseS3Root(root)
+func NewS3(root string, o S3Options) (*S3, error) {
+	bucket, prefix, err := ParseS3Root(root)
 	if err != nil {
 		return nil, err
 	}
@@ -187,9 +191,13 @@ func newS3Store(root string, o S3Options) (*s3Store, error) {
 	}
 	creds := credentials.NewStaticV4(o.AccessKeyID, o.SecretAccessKey, o.SessionToken)
 	if o.AccessKeyID == "" {
-		creds = credentials.NewChainCredentials([]credentials.Provider{&credentials.EnvAWS{}, &credentials.EnvMinio{}, &credentials.IAM{}})
+		creds = credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{}, &credentials.EnvMinio{}, &credentials.IAM{},
+		})
 	}
-	c, err := minio.New(u.Host, &minio.Options{Creds: creds, Secure: secure, Transport: tr, Region: o.Region, BucketLookup: minio.BucketLookupAuto})
+	c, err := minio.New(u.Host, &minio.Options{
+		Creds: creds, Secure: secure, Transport: tr, Region: o.Region, BucketLookup: minio.BucketLookupAuto,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("lake: s3 client: %w", err)
 	}
@@ -197,11 +205,11 @@ func newS3Store(root string, o S3Options) (*s3Store, error) {
 	if ps == 0 {
 		ps = defaultPartSize
 	}
-	return &s3Store{client: c, core: minio.Core{Client: c}, bucket: bucket, prefix: prefix, partSize: ps}, nil
+	return &S3{client: c, core: minio.Core{Client: c}, bucket: bucket, prefix: prefix, partSize: ps}, nil
 }
 
 // object is the object name of key.
-func (s *s3Store) object(key string) string {
+func (s *S3) object(key string) string {
 	if s.prefix == "" {
 		return key
 	}
@@ -209,7 +217,7 @@ func (s *s3Store) object(key string) string {
 }
 
 // dirPrefix is the listing prefix of directory dir ("" is the root).
-func (s *s3Store) dirPrefix(dir string) string {
+func (s *S3) dirPrefix(dir string) string {
 	if dir == "" {
 		if s.prefix == "" {
 			return ""
@@ -220,9 +228,19 @@ func (s *s3Store) dirPrefix(dir string) string {
 }
 
 // where names key in messages.
-func (s *s3Store) where(key string) string { return S3Scheme + s.bucket + "/" + s.object(key) }
+// Core returns the S3 client and the bucket, for tools and tests that
+// look at the bucket itself (unfinished uploads, raw objects).
+func (s *S3) Core() (minio.Core, string) { return s.core, s.bucket }
 
-func (s *s3Store) put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
+// Object returns the object name of key: the prefix joined with key.
+func (s *S3) Object(key string) string { return s.object(key) }
+
+// DirPrefix returns the object name prefix of the directory dir.
+func (s *S3) DirPrefix(dir string) string { return s.dirPrefix(dir) }
+
+func (s *S3) where(key string) string { return S3Scheme + s.bucket + "/" + s.object(key) }
+
+func (s *S3) Put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
 	u := &s3Upload{s: s, ctx: ctx, object: s.object(key)}
 	err := write(u)
 	if err == nil {
@@ -241,7 +259,7 @@ func (s *s3Store) put(ctx context.Context, key string, write func(w io.Writer) e
 // completed. Either way nothing is visible under the name before the
 // write succeeded.
 type s3Upload struct {
-	s        *s3Store
+	s        *S3
 	ctx      context.Context
 	object   string
 	buf      []byte
@@ -278,7 +296,8 @@ func (u *s3Upload) Write(p []byte) (int, error) {
 // upload first if needed.
 func (u *s3Upload) sendPart() error {
 	if u.uploadID == "" {
-		id, err := u.s.core.NewMultipartUpload(u.ctx, u.s.bucket, u.object, minio.PutObjectOptions{ContentType: contentType(u.object)})
+		id, err := u.s.core.NewMultipartUpload(u.ctx, u.s.bucket, u.object,
+			minio.PutObjectOptions{ContentType: contentType(u.object)})
 		if err != nil {
 			return err
 		}
@@ -286,7 +305,8 @@ func (u *s3Upload) sendPart() error {
 	}
 	num := len(u.parts) + 1
 	part, err := u.s.core.PutObjectPart(u.ctx, u.s.bucket, u.object, u.uploadID, num,
-		bytes.NewReader(u.buf), int64(len(u.buf)), minio.PutObjectPartOptions{Md5Base64: md5Base64(u.buf), DisableContentSha256: true})
+		bytes.NewReader(u.buf), int64(len(u.buf)),
+		minio.PutObjectPartOptions{Md5Base64: md5Base64(u.buf), DisableContentSha256: true})
 	if err != nil {
 		return err
 	}
@@ -355,7 +375,7 @@ func isNotFound(err error) bool {
 	return false
 }
 
-func (s *s3Store) readFile(ctx context.Context, key string) ([]byte, error) {
+func (s *S3) ReadFile(ctx context.Context, key string) ([]byte, error) {
 	rc, _, _, err := s.core.GetObject(ctx, s.bucket, s.object(key), minio.GetObjectOptions{})
 	if isNotFound(err) {
 		return nil, fmt.Errorf("lake: %s: %w", s.where(key), fs.ErrNotExist)
@@ -371,9 +391,9 @@ func (s *s3Store) readFile(ctx context.Context, key string) ([]byte, error) {
 	return b, nil
 }
 
-func (s *s3Store) list(ctx context.Context, dir string) ([]entry, error) {
+func (s *S3) List(ctx context.Context, dir string) ([]Entry, error) {
 	prefix := s.dirPrefix(dir)
-	var out []entry
+	var out []Entry
 	for o := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix}) {
 		if o.Err != nil {
 			return nil, fmt.Errorf("lake: list %s: %w", s.where(dir), o.Err)
@@ -381,25 +401,26 @@ func (s *s3Store) list(ctx context.Context, dir string) ([]entry, error) {
 		name := strings.TrimPrefix(o.Key, prefix)
 		if d, ok := strings.CutSuffix(name, "/"); ok {
 			if d != "" {
-				out = append(out, entry{name: d, dir: true})
+				out = append(out, Entry{Name: d, Dir: true})
 			}
 			continue
 		}
 		if name != "" {
-			out = append(out, entry{name: name, size: o.Size, modTime: o.LastModified, etag: o.ETag})
+			out = append(out, Entry{Name: name, Size: o.Size, ModTime: o.LastModified, ETag: o.ETag})
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		// minio-go ends a listing whose ctx is done without an error.
 		return nil, fmt.Errorf("lake: list %s: %w", s.where(dir), err)
 	}
-	slices.SortFunc(out, func(a, b entry) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
-func (s *s3Store) walk(ctx context.Context, dir string, fn func(key string, e entry) error) error {
+func (s *S3) Walk(ctx context.Context, dir string, fn func(key string, e Entry) error) error {
 	root := s.dirPrefix("")
-	for o := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.dirPrefix(dir), Recursive: true}) {
+	opts := minio.ListObjectsOptions{Prefix: s.dirPrefix(dir), Recursive: true}
+	for o := range s.client.ListObjectsIter(ctx, s.bucket, opts) {
 		if o.Err != nil {
 			return fmt.Errorf("lake: walk %s: %w", s.where(dir), o.Err)
 		}
@@ -407,7 +428,7 @@ func (s *s3Store) walk(ctx context.Context, dir string, fn func(key string, e en
 		if key == "" || strings.HasSuffix(key, "/") {
 			continue
 		}
-		if err := fn(key, entry{name: path.Base(key), size: o.Size, modTime: o.LastModified, etag: o.ETag}); err != nil {
+		if err := fn(key, Entry{Name: path.Base(key), Size: o.Size, ModTime: o.LastModified, ETag: o.ETag}); err != nil {
 			return err
 		}
 	}
@@ -418,13 +439,13 @@ func (s *s3Store) walk(ctx context.Context, dir string, fn func(key string, e en
 	return nil
 }
 
-func (s *s3Store) remove(ctx context.Context, dir string, names []string) error {
+func (s *S3) Remove(ctx context.Context, dir string, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
 	objs := func(yield func(minio.ObjectInfo) bool) {
 		for _, n := range names {
-			if !yield(minio.ObjectInfo{Key: s.object(joinKey(dir, n))}) {
+			if !yield(minio.ObjectInfo{Key: s.object(JoinKey(dir, n))}) {
 				return
 			}
 		}
@@ -451,12 +472,12 @@ func (s *s3Store) remove(ctx context.Context, dir string, names []string) error 
 // which S3, MinIO and most compatible stores refuse when it exists. A store
 // that ignores the condition makes the lock advisory only; compaction stays
 // correct without it (ADR 0011).
-func (s *s3Store) lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
-	return s.lockAs(ctx, dir, newLockToken(), now, maxAge)
+func (s *S3) Lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+	return s.LockAs(ctx, dir, NewLockToken(), now, maxAge)
 }
 
-func (s *s3Store) lockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (func(), error) {
-	obj := s.object(joinKey(dir, lockName))
+func (s *S3) LockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (func(), error) {
+	obj := s.object(JoinKey(dir, LockName))
 	unlock := func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -475,12 +496,12 @@ func (s *s3Store) lockAs(ctx context.Context, dir, token string, now time.Time, 
 		default:
 			return nil, fmt.Errorf("lake: compact %s: lock: %w", s.where(dir), err)
 		}
-		if b, err := s.readFile(ctx, joinKey(dir, lockName)); err == nil && ownsLock(b, token) {
+		if b, err := s.ReadFile(ctx, JoinKey(dir, LockName)); err == nil && ownsLock(b, token) {
 			return unlock, nil // taken by an earlier call whose answer was lost
 		}
 		st, serr := s.client.StatObject(ctx, s.bucket, obj, minio.StatObjectOptions{})
 		if attempt > 0 || serr == nil && now.Sub(st.LastModified) < maxAge {
-			return nil, fmt.Errorf("lake: compact %s: %w", s.where(dir), errLockHeld)
+			return nil, fmt.Errorf("lake: compact %s: %w", s.where(dir), ErrLockHeld)
 		}
 		if serr == nil {
 			s.client.RemoveObject(ctx, s.bucket, obj, minio.RemoveObjectOptions{})
@@ -490,7 +511,7 @@ func (s *s3Store) lockAs(ctx context.Context, dir, token string, now time.Time, 
 
 // removeStale aborts multipart uploads in dir started more than maxAge ago:
 // the S3 counterpart of a crashed write's temporary file.
-func (s *s3Store) removeStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
+func (s *S3) RemoveStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
 	prefix := s.dirPrefix(dir)
 	root := s.dirPrefix("")
 	var gone []string
@@ -519,14 +540,14 @@ func (s *s3Store) removeStale(ctx context.Context, dir string, now time.Time, ma
 	}
 }
 
-func (s *s3Store) remote() bool { return true }
+func (s *S3) Remote() bool { return true }
 
 // Reads of an S3 object: the footer comes with the open (the file's last
-// tailSize bytes in one GET), column chunks through prefetch (one GET per
+// TailSize bytes in one GET), column chunks through prefetch (one GET per
 // run of wanted chunks), and anything else through ReadAt, which fetches at
 // least readAhead bytes and keeps the last maxSegments fetches.
 const (
-	tailSize    = 128 << 10
+	TailSize    = 128 << 10
 	readAhead   = 512 << 10
 	maxSegments = 16
 	// coalesceGap: wanted chunks closer than this are fetched in one GET
@@ -536,7 +557,7 @@ const (
 	maxFetches = 4
 )
 
-func (s *s3Store) open(ctx context.Context, key string, size int64) (objectReader, error) {
+func (s *S3) Open(ctx context.Context, key string, size int64) (ObjectReader, error) {
 	o := &s3Object{s: s, ctx: ctx, key: key, size: size}
 	if size < 0 {
 		st, err := s.client.StatObject(ctx, s.bucket, s.object(key), minio.StatObjectOptions{})
@@ -549,7 +570,7 @@ func (s *s3Store) open(ctx context.Context, key string, size int64) (objectReade
 		o.size, o.etag = st.Size, st.ETag
 	}
 	if o.size > 0 {
-		off := max(0, o.size-tailSize)
+		off := max(0, o.size-TailSize)
 		data, err := o.fetch(off, o.size)
 		if err != nil {
 			return nil, err
@@ -563,7 +584,7 @@ func (s *s3Store) open(ctx context.Context, key string, size int64) (objectReade
 // carries If-Match with the first one's ETag, so an object replaced while
 // it is read fails the read instead of mixing two versions.
 type s3Object struct {
-	s    *s3Store
+	s    *S3
 	ctx  context.Context
 	key  string
 	size int64
@@ -630,16 +651,16 @@ func (o *s3Object) cached(off, end int64) (segment, bool) {
 
 // prefetch fetches ranges (coalescing close ones, a few GETs at a time)
 // and makes them the cache, replacing what earlier reads left there.
-func (o *s3Object) prefetch(ranges []byteRange) error {
+func (o *s3Object) Prefetch(ranges []ByteRange) error {
 	rs := slices.Clone(ranges)
-	slices.SortFunc(rs, func(a, b byteRange) int { return cmpInt64(a.off, b.off) })
-	var spans []byteRange
+	slices.SortFunc(rs, func(a, b ByteRange) int { return cmp.Compare(a.Off, b.Off) })
+	var spans []ByteRange
 	for _, r := range rs {
-		if r.n <= 0 || r.off < 0 || r.off >= o.size {
+		if r.N <= 0 || r.Off < 0 || r.Off >= o.size {
 			continue // a corrupt footer's offsets: the decode reports it
 		}
-		if n := len(spans); n > 0 && r.off <= spans[n-1].off+spans[n-1].n+coalesceGap {
-			spans[n-1].n = max(spans[n-1].n, r.off+r.n-spans[n-1].off)
+		if n := len(spans); n > 0 && r.Off <= spans[n-1].Off+spans[n-1].N+coalesceGap {
+			spans[n-1].N = max(spans[n-1].N, r.Off+r.N-spans[n-1].Off)
 			continue
 		}
 		spans = append(spans, r)
@@ -651,7 +672,7 @@ func (o *s3Object) prefetch(ranges []byteRange) error {
 	sem := make(chan struct{}, maxFetches)
 	var wg sync.WaitGroup
 	for i, sp := range spans {
-		if sg, ok := o.cached(sp.off, sp.off+sp.n); ok {
+		if sg, ok := o.cached(sp.Off, sp.Off+sp.N); ok {
 			segs[i] = sg
 			continue
 		}
@@ -660,8 +681,8 @@ func (o *s3Object) prefetch(ranges []byteRange) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			data, err := o.fetch(sp.off, min(o.size, sp.off+sp.n))
-			segs[i], errs[i] = segment{sp.off, data}, err
+			data, err := o.fetch(sp.Off, min(o.size, sp.Off+sp.N))
+			segs[i], errs[i] = segment{sp.Off, data}, err
 		}()
 	}
 	wg.Wait()

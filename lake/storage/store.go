@@ -1,4 +1,4 @@
-package lake
+package storage
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 )
@@ -22,57 +21,87 @@ import (
 // and honours ctx: once ctx is done it stops (on S3 the request in flight
 // is aborted) and returns an error wrapping ctx.Err(), never a partial
 // listing or a write reported done that is not.
-type storage interface {
+type Store interface {
 	// put makes key hold exactly what write writes, visible to readers and
 	// listings only once write returned nil and the content is durable: a
 	// failed or interrupted put leaves the previous content (or nothing)
 	// under key. It returns the size written.
-	put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error)
+	Put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error)
 	// open opens key for random reads. size is the object's size when the
 	// caller knows it from a listing, or -1.
-	open(ctx context.Context, key string, size int64) (objectReader, error)
+	Open(ctx context.Context, key string, size int64) (ObjectReader, error)
 	// readFile returns the content of key; an error wrapping
 	// fs.ErrNotExist when there is none.
-	readFile(ctx context.Context, key string) ([]byte, error)
+	ReadFile(ctx context.Context, key string) ([]byte, error)
 	// list returns the entries directly under dir (files and
 	// subdirectories, hidden names included) in name order. A directory
 	// that does not exist is empty.
-	list(ctx context.Context, dir string) ([]entry, error)
+	List(ctx context.Context, dir string) ([]Entry, error)
 	// walk calls fn with every file under dir at any depth, in key order,
 	// the key relative to the lake root.
-	walk(ctx context.Context, dir string, fn func(key string, e entry) error) error
+	Walk(ctx context.Context, dir string, fn func(key string, e Entry) error) error
 	// remove deletes files of one directory; missing ones are not an error.
-	remove(ctx context.Context, dir string, names []string) error
+	Remove(ctx context.Context, dir string, names []string) error
 	// lock takes the compaction lock of dir, taking over a lock older than
 	// maxAge by now; unlock releases it. A lock held by another fails with
 	// an error wrapping errLockHeld. It is lockAs with a new token.
-	lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (unlock func(), err error)
+	Lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (unlock func(), err error)
 	// lockAs is lock naming its taker: the lock holds token, and a lock
 	// that already holds token is taken as the caller's own, so a call
 	// repeated after a lost answer does not wait maxAge for itself.
-	lockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (unlock func(), err error)
+	LockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (unlock func(), err error)
 	// removeStale removes what writes that crashed left in dir (temporary
 	// files, unfinished multipart uploads) that is older than maxAge by
 	// now, and returns their keys.
-	removeStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error)
+	RemoveStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error)
 	// remote reports whether reads cost a network round trip each, so
 	// readers should fetch column chunks in few, larger requests.
-	remote() bool
+	Remote() bool
 }
 
+// Errors a Store returns, re-exported by package lake (lake.ErrBadFile,
+// lake.ErrBadName): a retry never repeats a call that failed with one.
+var (
+	// ErrBadFile marks a file that cannot be decoded or changed while it
+	// was being read.
+	ErrBadFile = errors.New("lake: bad file")
+	// ErrBadName marks a key or name outside the lake's rules.
+	ErrBadName = errors.New("lake: bad name")
+)
+
+// Op names a storage operation: what a retry counter counts and what an
+// injected fault (lake/storage/errorfs) applies to.
+type Op string
+
+// The storage operations.
+const (
+	OpPut         Op = "put"          // writing a file: raw, panes, truth, progress, reports, Z-reports, compaction output
+	OpOpen        Op = "open"         // opening a file for reads (on S3 its footer GET)
+	OpRead        Op = "read"         // a ranged read of an open file (ReadAt, prefetch)
+	OpReadFile    Op = "read_file"    // reading a whole small file (progress, reports, Z-reports)
+	OpList        Op = "list"         // listing one directory
+	OpWalk        Op = "walk"         // listing a tree
+	OpRemove      Op = "remove"       // deleting files (superseded, compacted)
+	OpLock        Op = "lock"         // the compaction lock: an exclusive create, on S3 a conditional PUT
+	OpRemoveStale Op = "remove_stale" // sweeping crashed writes' debris
+)
+
+// Ops is every Op.
+var Ops = []Op{OpPut, OpOpen, OpRead, OpReadFile, OpList, OpWalk, OpRemove, OpLock, OpRemoveStale}
+
 // entry is one name in a listing.
-type entry struct {
-	name    string
-	dir     bool
-	size    int64
-	modTime time.Time
+type Entry struct {
+	Name    string
+	Dir     bool
+	Size    int64
+	ModTime time.Time
 	// etag is the object's ETag on S3 (a new one for every write), ""
 	// in a directory.
-	etag string
+	ETag string
 }
 
 // objectReader is an open lake file: what parquet.OpenFile needs.
-type objectReader interface {
+type ObjectReader interface {
 	io.ReaderAt
 	io.Closer
 	Size() int64
@@ -81,19 +110,19 @@ type objectReader interface {
 // prefetcher is implemented by objectReaders of remote storage: fetch the
 // byte ranges [off, off+n) now, in as few requests as reasonable, so the
 // ReadAt calls that follow are served from memory.
-type prefetcher interface {
-	prefetch(ranges []byteRange) error
+type Prefetcher interface {
+	Prefetch(ranges []ByteRange) error
 }
 
 // byteRange is a span of a file.
-type byteRange struct{ off, n int64 }
+type ByteRange struct{ Off, N int64 }
 
 // joinKey joins key elements with "/".
-func joinKey(elem ...string) string { return path.Join(elem...) }
+func JoinKey(elem ...string) string { return path.Join(elem...) }
 
 // validKey reports whether key names a file under the lake root: relative,
 // clean, no "." or ".." elements.
-func validKey(key string) bool {
+func ValidKey(key string) bool {
 	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "\\") || path.Clean(key) != key {
 		return false
 	}
@@ -112,11 +141,18 @@ func validKey(key string) bool {
 // put also at every buffer flush and before its rename, and walk before
 // each file: a cancelled call returns an error wrapping ctx.Err() and
 // changes nothing more.
-type localStore struct {
+type Local struct {
 	root string
 }
 
-func (s *localStore) path(key string) string { return filepath.Join(s.root, filepath.FromSlash(key)) }
+// NewLocal returns the storage of a lake in the directory root.
+func NewLocal(root string) *Local { return &Local{root: root} }
+
+// Root returns the directory.
+func (s *Local) Root() string { return s.root }
+
+// Path returns the file of key.
+func (s *Local) Path(key string) string { return filepath.Join(s.root, filepath.FromSlash(key)) }
 
 // ctxErr returns an error wrapping ctx.Err() naming op and key, or nil
 // while ctx is live.
@@ -127,9 +163,9 @@ func ctxErr(ctx context.Context, op, key string) error {
 	return nil
 }
 
-func (s *localStore) put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
-	p := s.path(key)
-	return writeAtomic(ctx, filepath.Dir(p), filepath.Base(p), write)
+func (s *Local) Put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
+	p := s.Path(key)
+	return WriteAtomic(ctx, filepath.Dir(p), filepath.Base(p), write)
 }
 
 // localFile is an *os.File with its size: reads go straight to the file.
@@ -140,11 +176,11 @@ type localFile struct {
 
 func (f localFile) Size() int64 { return f.size }
 
-func (s *localStore) open(ctx context.Context, key string, _ int64) (objectReader, error) {
+func (s *Local) Open(ctx context.Context, key string, _ int64) (ObjectReader, error) {
 	if err := ctxErr(ctx, "open", key); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(s.path(key))
+	f, err := os.Open(s.Path(key))
 	if err != nil {
 		return nil, fmt.Errorf("lake: %w", err)
 	}
@@ -156,32 +192,32 @@ func (s *localStore) open(ctx context.Context, key string, _ int64) (objectReade
 	return localFile{f, st.Size()}, nil
 }
 
-func (s *localStore) readFile(ctx context.Context, key string) ([]byte, error) {
+func (s *Local) ReadFile(ctx context.Context, key string) ([]byte, error) {
 	if err := ctxErr(ctx, "read", key); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(s.path(key))
+	b, err := os.ReadFile(s.Path(key))
 	if err != nil {
 		return nil, fmt.Errorf("lake: %w", err)
 	}
 	return b, nil
 }
 
-func (s *localStore) list(ctx context.Context, dir string) ([]entry, error) {
+func (s *Local) List(ctx context.Context, dir string) ([]Entry, error) {
 	if err := ctxErr(ctx, "list", dir); err != nil {
 		return nil, err
 	}
-	des, err := os.ReadDir(s.path(dir))
+	des, err := os.ReadDir(s.Path(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lake: list: %w", err)
 	}
-	out := make([]entry, 0, len(des))
+	out := make([]Entry, 0, len(des))
 	for _, d := range des {
-		e := entry{name: d.Name(), dir: d.IsDir()}
-		if !e.dir {
+		e := Entry{Name: d.Name(), Dir: d.IsDir()}
+		if !e.Dir {
 			info, err := d.Info()
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // removed since ReadDir
@@ -189,15 +225,15 @@ func (s *localStore) list(ctx context.Context, dir string) ([]entry, error) {
 			if err != nil {
 				return nil, fmt.Errorf("lake: list: %w", err)
 			}
-			e.size, e.modTime = info.Size(), info.ModTime()
+			e.Size, e.ModTime = info.Size(), info.ModTime()
 		}
 		out = append(out, e)
 	}
 	return out, nil
 }
 
-func (s *localStore) walk(ctx context.Context, dir string, fn func(key string, e entry) error) error {
-	base := s.path(dir)
+func (s *Local) Walk(ctx context.Context, dir string, fn func(key string, e Entry) error) error {
+	base := s.Path(dir)
 	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
@@ -219,7 +255,7 @@ func (s *localStore) walk(ctx context.Context, dir string, fn func(key string, e
 		if err != nil {
 			return err
 		}
-		return fn(filepath.ToSlash(rel), entry{name: d.Name(), size: info.Size(), modTime: info.ModTime()})
+		return fn(filepath.ToSlash(rel), Entry{Name: d.Name(), Size: info.Size(), ModTime: info.ModTime()})
 	})
 	if err != nil {
 		return fmt.Errorf("lake: walk %s: %w", dir, err)
@@ -227,18 +263,18 @@ func (s *localStore) walk(ctx context.Context, dir string, fn func(key string, e
 	return nil
 }
 
-func (s *localStore) remove(ctx context.Context, dir string, names []string) error {
+func (s *Local) Remove(ctx context.Context, dir string, names []string) error {
 	if err := ctxErr(ctx, "remove in", dir); err != nil {
 		return err
 	}
-	return removeSync(s.path(dir), names)
+	return RemoveSync(s.Path(dir), names)
 }
 
 // lockName is the hidden lock file of a compaction.
-const lockName = ".compact.lock"
+const LockName = ".compact.lock"
 
 // errLockHeld is what lock fails with when another taker holds the lock.
-var errLockHeld = errors.New("another compaction holds " + lockName)
+var ErrLockHeld = errors.New("another compaction holds " + LockName)
 
 // lockBody is the content of a lock taken by token at now.
 func lockBody(token string, now time.Time) []byte {
@@ -250,15 +286,15 @@ func ownsLock(b []byte, token string) bool {
 	return token != "" && strings.HasSuffix(string(b), " by "+token+"\n")
 }
 
-func (s *localStore) lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
-	return s.lockAs(ctx, dir, newLockToken(), now, maxAge)
+func (s *Local) Lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+	return s.LockAs(ctx, dir, NewLockToken(), now, maxAge)
 }
 
-func (s *localStore) lockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (func(), error) {
+func (s *Local) LockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (func(), error) {
 	if err := ctxErr(ctx, "compact", dir); err != nil {
 		return nil, err
 	}
-	p := filepath.Join(s.path(dir), lockName)
+	p := filepath.Join(s.Path(dir), LockName)
 	unlock := func() { os.Remove(p) }
 	for attempt := 0; ; attempt++ {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -282,39 +318,26 @@ func (s *localStore) lockAs(ctx context.Context, dir, token string, now time.Tim
 		}
 		st, serr := os.Stat(p)
 		if serr != nil || now.Sub(st.ModTime()) < maxAge {
-			return nil, fmt.Errorf("lake: compact %s: %w", dir, errLockHeld)
+			return nil, fmt.Errorf("lake: compact %s: %w", dir, ErrLockHeld)
 		}
 		os.Remove(p)
 	}
 }
 
-func (s *localStore) removeStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
-	es, err := s.list(ctx, dir) // checks ctx
+func (s *Local) RemoveStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
+	es, err := s.List(ctx, dir) // checks ctx
 	if err != nil {
 		return nil, err
 	}
 	var names, gone []string
 	for _, e := range es {
-		if e.dir || !isTemp(e.name) || now.Sub(e.modTime) < maxAge {
+		if e.Dir || !IsTemp(e.Name) || now.Sub(e.ModTime) < maxAge {
 			continue
 		}
-		names = append(names, e.name)
-		gone = append(gone, joinKey(dir, e.name))
+		names = append(names, e.Name)
+		gone = append(gone, JoinKey(dir, e.Name))
 	}
-	return gone, removeSync(s.path(dir), names)
+	return gone, RemoveSync(s.Path(dir), names)
 }
 
-func (s *localStore) remote() bool { return false }
-
-// visibleFiles returns the names of the visible files in es with suffix,
-// in name order.
-func visibleFiles(es []entry, suffix string) []string {
-	var out []string
-	for _, e := range es {
-		if !e.dir && !hidden(e.name) && strings.HasSuffix(e.name, suffix) {
-			out = append(out, e.name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+func (s *Local) Remote() bool { return false }

@@ -1,4 +1,11 @@
-package lake
+// Package errorfs injects faults into a lake's storage
+// (docs/adr/0022-lake-fault-injection.md, docs/adr/0039-lake-storage-package.md): a
+// storage.Store that wraps the real one (directory or S3) and makes chosen
+// operations fail the way object stores and disks fail. It exists for tests
+// and for `make chaos` only: the wiring applies it through lake.Options.Wrap
+// when the chaos-only lake.faults configuration keys are set, and no
+// configuration reckon ships sets them. Package lake does not import it.
+package errorfs
 
 import (
 	"context"
@@ -13,32 +20,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"reckon/lake/storage"
 )
-
-// Fault injection (docs/adr/0022-lake-fault-injection.md): a storage that
-// wraps the real one (directory or S3) and makes chosen operations fail the
-// way object stores and disks fail. It exists for tests and for `make chaos`
-// only: Options.Faults is nil in every configuration reckon ships, and the
-// lake.faults configuration keys are documented as chaos-only.
-
-// FaultOp names a storage operation a FaultRule applies to.
-type FaultOp string
-
-// The storage operations.
-const (
-	OpPut         FaultOp = "put"          // writing a file: raw, panes, truth, progress, reports, Z-reports, compaction output
-	OpOpen        FaultOp = "open"         // opening a file for reads (on S3 its footer GET)
-	OpRead        FaultOp = "read"         // a ranged read of an open file (ReadAt, prefetch)
-	OpReadFile    FaultOp = "read_file"    // reading a whole small file (progress, reports, Z-reports)
-	OpList        FaultOp = "list"         // listing one directory
-	OpWalk        FaultOp = "walk"         // listing a tree
-	OpRemove      FaultOp = "remove"       // deleting files (superseded, compacted)
-	OpLock        FaultOp = "lock"         // the compaction lock: an exclusive create, on S3 a conditional PUT
-	OpRemoveStale FaultOp = "remove_stale" // sweeping crashed writes' debris
-)
-
-// FaultOps is every FaultOp.
-var FaultOps = []FaultOp{OpPut, OpOpen, OpRead, OpReadFile, OpList, OpWalk, OpRemove, OpLock, OpRemoveStale}
 
 // FaultKind is how an injected fault shows.
 type FaultKind string
@@ -78,7 +62,7 @@ var TransientFaultKinds = []FaultKind{FaultError, FaultLatency, FaultTimeout, Fa
 // FaultRule injects Kind into a fraction Rate of the calls of Op.
 type FaultRule struct {
 	// Op is the operation; "" means every operation Kind applies to.
-	Op FaultOp
+	Op storage.Op
 	// Kind of the fault.
 	Kind FaultKind
 	// Rate is the probability, 0..1, that a call draws this fault. The
@@ -87,8 +71,8 @@ type FaultRule struct {
 }
 
 // Faults configures fault injection into a lake's storage. Test and chaos
-// use only. The zero value of each field means its default; nil
-// Options.Faults means no injection.
+// use only. The zero value of each field means its default; a lake whose
+// Options.Wrap is not Faults.Wrap (or New) has none.
 type Faults struct {
 	// Seed makes the faults deterministic: the n-th call of an operation
 	// on a key draws the same fault in every run with the same seed,
@@ -115,10 +99,10 @@ func UniformFaults(seed uint64, rate float64) *Faults {
 	f := &Faults{Seed: seed}
 	each := rate / float64(len(TransientFaultKinds))
 	for _, k := range TransientFaultKinds {
-		for _, op := range FaultOps {
+		for _, op := range storage.Ops {
 			switch {
 			case !faultApplies(k, op):
-			case op == OpRead:
+			case op == storage.OpRead:
 				f.Rules = append(f.Rules, FaultRule{Op: op, Kind: k, Rate: each / 20})
 			default:
 				f.Rules = append(f.Rules, FaultRule{Op: op, Kind: k, Rate: each})
@@ -130,10 +114,17 @@ func UniformFaults(seed uint64, rate float64) *Faults {
 
 // Fault is one injected fault, as InjectedError and OnFault report it.
 type Fault struct {
-	Op   FaultOp
+	Op   storage.Op
 	Kind FaultKind
 	Key  string
 }
+
+// Validate reports every problem with f at once.
+func (f *Faults) Validate() error { return errors.Join(f.validate()...) }
+
+// Wrap returns next with f's faults injected: a Store for
+// lake.Options.Wrap. f is copied; changing it later changes nothing.
+func (f *Faults) Wrap(next storage.Store) storage.Store { return New(next, *f) }
 
 func (f *Faults) validate() []error {
 	var errs []error
@@ -154,8 +145,8 @@ func (f *Faults) validate() []error {
 	return errs
 }
 
-func opKnown(op FaultOp) bool {
-	for _, o := range FaultOps {
+func opKnown(op storage.Op) bool {
+	for _, o := range storage.Ops {
 		if o == op {
 			return true
 		}
@@ -164,7 +155,7 @@ func opKnown(op FaultOp) bool {
 }
 
 func kindKnown(k FaultKind) bool {
-	for _, o := range FaultOps {
+	for _, o := range storage.Ops {
 		if faultApplies(k, o) {
 			return true
 		}
@@ -173,14 +164,14 @@ func kindKnown(k FaultKind) bool {
 }
 
 // faultApplies reports whether kind can happen to op.
-func faultApplies(kind FaultKind, op FaultOp) bool {
+func faultApplies(kind FaultKind, op storage.Op) bool {
 	switch kind {
 	case FaultError, FaultLatency, FaultTimeout, FaultLost, FaultDenied:
 		return op != ""
 	case FaultShortRead:
-		return op == OpRead || op == OpReadFile
+		return op == storage.OpRead || op == storage.OpReadFile
 	case FaultNoSpace:
-		return op == OpPut || op == OpLock
+		return op == storage.OpPut || op == storage.OpLock
 	}
 	return false
 }
@@ -204,34 +195,45 @@ func (e *InjectedError) Unwrap() error { return e.Err }
 // transient failure of the storage.
 var ErrInjected = errors.New("storage failed (injected fault, transient)")
 
-// faultStore injects Faults into the storage it wraps.
-type faultStore struct {
-	next storage
+// Store injects Faults into the storage it wraps.
+type Store struct {
+	next storage.Store
 	f    Faults
 	// injected counts the faults injected so far.
 	injected atomic.Int64
 
-	mu    sync.Mutex        // protects the following field
+	mu    sync.Mutex        // protects the following fields
 	calls map[string]uint64 // per op and key: calls drawn so far
+	rules []FaultRule       // f.Rules, or what SetRules set
 }
 
-func newFaultStore(next storage, f Faults) *faultStore {
+// New returns next with the faults of f injected.
+func New(next storage.Store, f Faults) *Store {
 	if f.Latency == 0 {
 		f.Latency = 20 * time.Millisecond
 	}
 	if f.Timeout == 0 {
 		f.Timeout = 200 * time.Millisecond
 	}
-	return &faultStore{next: next, f: f, calls: map[string]uint64{}}
+	return &Store{next: next, f: f, calls: map[string]uint64{}, rules: f.Rules}
+}
+
+// SetRules replaces the rules s draws from, e.g. nil when the storage
+// recovers. Safe for concurrent use.
+func (s *Store) SetRules(rules []FaultRule) {
+	s.mu.Lock()
+	s.rules = rules
+	s.mu.Unlock()
 }
 
 // draw returns the fault the next call of op on key suffers ("" for none)
 // and a second random number for the fault's details.
-func (s *faultStore) draw(op FaultOp, key string) (FaultKind, uint64) {
+func (s *Store) draw(op storage.Op, key string) (FaultKind, uint64) {
 	id := string(op) + "\x00" + key
 	s.mu.Lock()
 	n := s.calls[id]
 	s.calls[id] = n + 1
+	rules := s.rules
 	s.mu.Unlock()
 	h := fnv.New64a()
 	h.Write([]byte(id))
@@ -239,7 +241,7 @@ func (s *faultStore) draw(op FaultOp, key string) (FaultKind, uint64) {
 	u := float64(x>>11) / (1 << 53)
 	extra := splitmix(x)
 	acc := 0.0
-	for _, r := range s.f.Rules {
+	for _, r := range rules {
 		if r.Op != "" && r.Op != op || !faultApplies(r.Kind, op) {
 			continue
 		}
@@ -259,7 +261,7 @@ func splitmix(x uint64) uint64 {
 }
 
 // fault records an injected fault and returns its error.
-func (s *faultStore) fault(op FaultOp, kind FaultKind, key string) error {
+func (s *Store) fault(op storage.Op, kind FaultKind, key string) error {
 	s.injected.Add(1)
 	fl := Fault{Op: op, Kind: kind, Key: key}
 	if s.f.OnFault != nil {
@@ -287,7 +289,7 @@ func (s *faultStore) fault(op FaultOp, kind FaultKind, key string) error {
 // returns (true, err) when the operation must not run and fail with err.
 // A FaultLatency waits and lets it run; FaultLost, FaultShortRead and
 // FaultNoSpace are the caller's to apply, after or during the operation.
-func (s *faultStore) before(ctx context.Context, op FaultOp, kind FaultKind, key string) (bool, error) {
+func (s *Store) before(ctx context.Context, op storage.Op, kind FaultKind, key string) (bool, error) {
 	switch kind {
 	case FaultLatency:
 		s.fault(op, kind, key)
@@ -305,7 +307,7 @@ func (s *faultStore) before(ctx context.Context, op FaultOp, kind FaultKind, key
 }
 
 // sleepCtx waits d or until ctx is done, whichever is first.
-func sleepCtx(ctx context.Context, d time.Duration, op FaultOp, key string) error {
+func sleepCtx(ctx context.Context, d time.Duration, op storage.Op, key string) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -316,16 +318,16 @@ func sleepCtx(ctx context.Context, d time.Duration, op FaultOp, key string) erro
 	}
 }
 
-func (s *faultStore) put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
-	kind, extra := s.draw(OpPut, key)
-	if stop, err := s.before(ctx, OpPut, kind, key); stop || err != nil {
+func (s *Store) Put(ctx context.Context, key string, write func(w io.Writer) error) (int64, error) {
+	kind, extra := s.draw(storage.OpPut, key)
+	if stop, err := s.before(ctx, storage.OpPut, kind, key); stop || err != nil {
 		return 0, err
 	}
 	switch kind {
 	case FaultNoSpace:
 		room := int64(extra % (64 << 10))
-		ferr := s.fault(OpPut, kind, key)
-		_, err := s.next.put(ctx, key, func(w io.Writer) error {
+		ferr := s.fault(storage.OpPut, kind, key)
+		_, err := s.next.Put(ctx, key, func(w io.Writer) error {
 			if err := write(&fullWriter{w: w, room: room, err: ferr}); err != nil {
 				return err
 			}
@@ -333,12 +335,12 @@ func (s *faultStore) put(ctx context.Context, key string, write func(w io.Writer
 		})
 		return 0, err
 	case FaultLost:
-		if _, err := s.next.put(ctx, key, write); err != nil {
+		if _, err := s.next.Put(ctx, key, write); err != nil {
 			return 0, err
 		}
-		return 0, s.fault(OpPut, kind, key)
+		return 0, s.fault(storage.OpPut, kind, key)
 	}
-	return s.next.put(ctx, key, write)
+	return s.next.Put(ctx, key, write)
 }
 
 // fullWriter takes room bytes, then fails like a full disk.
@@ -362,21 +364,21 @@ func (f *fullWriter) Write(p []byte) (int, error) {
 	return n, f.err
 }
 
-func (s *faultStore) open(ctx context.Context, key string, size int64) (objectReader, error) {
-	kind, _ := s.draw(OpOpen, key)
-	if stop, err := s.before(ctx, OpOpen, kind, key); stop || err != nil {
+func (s *Store) Open(ctx context.Context, key string, size int64) (storage.ObjectReader, error) {
+	kind, _ := s.draw(storage.OpOpen, key)
+	if stop, err := s.before(ctx, storage.OpOpen, kind, key); stop || err != nil {
 		return nil, err
 	}
-	r, err := s.next.open(ctx, key, size)
+	r, err := s.next.Open(ctx, key, size)
 	if err != nil {
 		return nil, err
 	}
 	if kind == FaultLost {
 		r.Close()
-		return nil, s.fault(OpOpen, kind, key)
+		return nil, s.fault(storage.OpOpen, kind, key)
 	}
 	fr := &faultReader{s: s, ctx: ctx, key: key, next: r}
-	if p, ok := r.(prefetcher); ok {
+	if p, ok := r.(storage.Prefetcher); ok {
 		return &faultPrefetchReader{fr, p}, nil
 	}
 	return fr, nil
@@ -384,10 +386,10 @@ func (s *faultStore) open(ctx context.Context, key string, size int64) (objectRe
 
 // faultReader injects OpRead faults into the reads of an open file.
 type faultReader struct {
-	s    *faultStore
+	s    *Store
 	ctx  context.Context
 	key  string
-	next objectReader
+	next storage.ObjectReader
 }
 
 func (r *faultReader) Size() int64  { return r.next.Size() }
@@ -395,8 +397,8 @@ func (r *faultReader) Close() error { return r.next.Close() }
 
 func (r *faultReader) ReadAt(p []byte, off int64) (int, error) {
 	at := r.key + "@" + strconv.FormatInt(off, 10)
-	kind, extra := r.s.draw(OpRead, at)
-	if stop, err := r.s.before(r.ctx, OpRead, kind, r.key); stop || err != nil {
+	kind, extra := r.s.draw(storage.OpRead, at)
+	if stop, err := r.s.before(r.ctx, storage.OpRead, kind, r.key); stop || err != nil {
 		return 0, err
 	}
 	n, err := r.next.ReadAt(p, off)
@@ -405,9 +407,9 @@ func (r *faultReader) ReadAt(p []byte, off int64) (int, error) {
 		if n > 0 {
 			n = int(extra % uint64(n))
 		}
-		return n, r.s.fault(OpRead, kind, r.key)
+		return n, r.s.fault(storage.OpRead, kind, r.key)
 	case FaultLost:
-		return 0, r.s.fault(OpRead, kind, r.key)
+		return 0, r.s.fault(storage.OpRead, kind, r.key)
 	}
 	return n, err
 }
@@ -416,53 +418,53 @@ func (r *faultReader) ReadAt(p []byte, off int64) (int, error) {
 // draw OpRead faults too.
 type faultPrefetchReader struct {
 	*faultReader
-	p prefetcher
+	p storage.Prefetcher
 }
 
-func (r *faultPrefetchReader) prefetch(ranges []byteRange) error {
-	kind, _ := r.s.draw(OpRead, r.key+"@prefetch")
-	if stop, err := r.s.before(r.ctx, OpRead, kind, r.key); stop || err != nil {
+func (r *faultPrefetchReader) Prefetch(ranges []storage.ByteRange) error {
+	kind, _ := r.s.draw(storage.OpRead, r.key+"@prefetch")
+	if stop, err := r.s.before(r.ctx, storage.OpRead, kind, r.key); stop || err != nil {
 		return err
 	}
-	err := r.p.prefetch(ranges)
+	err := r.p.Prefetch(ranges)
 	if err == nil && (kind == FaultLost || kind == FaultShortRead) {
-		return r.s.fault(OpRead, kind, r.key)
+		return r.s.fault(storage.OpRead, kind, r.key)
 	}
 	return err
 }
 
-func (s *faultStore) readFile(ctx context.Context, key string) ([]byte, error) {
-	kind, _ := s.draw(OpReadFile, key)
-	if stop, err := s.before(ctx, OpReadFile, kind, key); stop || err != nil {
+func (s *Store) ReadFile(ctx context.Context, key string) ([]byte, error) {
+	kind, _ := s.draw(storage.OpReadFile, key)
+	if stop, err := s.before(ctx, storage.OpReadFile, kind, key); stop || err != nil {
 		return nil, err
 	}
-	b, err := s.next.readFile(ctx, key)
+	b, err := s.next.ReadFile(ctx, key)
 	if err == nil && (kind == FaultLost || kind == FaultShortRead) {
-		return nil, s.fault(OpReadFile, kind, key)
+		return nil, s.fault(storage.OpReadFile, kind, key)
 	}
 	return b, err
 }
 
-func (s *faultStore) list(ctx context.Context, dir string) ([]entry, error) {
-	kind, _ := s.draw(OpList, dir)
-	if stop, err := s.before(ctx, OpList, kind, dir); stop || err != nil {
+func (s *Store) List(ctx context.Context, dir string) ([]storage.Entry, error) {
+	kind, _ := s.draw(storage.OpList, dir)
+	if stop, err := s.before(ctx, storage.OpList, kind, dir); stop || err != nil {
 		return nil, err
 	}
-	es, err := s.next.list(ctx, dir)
+	es, err := s.next.List(ctx, dir)
 	if err == nil && kind == FaultLost {
-		return nil, s.fault(OpList, kind, dir)
+		return nil, s.fault(storage.OpList, kind, dir)
 	}
 	return es, err
 }
 
 // walk's FaultError strikes midway, after some files were passed to fn,
 // as a paged listing fails on a later page.
-func (s *faultStore) walk(ctx context.Context, dir string, fn func(key string, e entry) error) error {
-	kind, extra := s.draw(OpWalk, dir)
+func (s *Store) Walk(ctx context.Context, dir string, fn func(key string, e storage.Entry) error) error {
+	kind, extra := s.draw(storage.OpWalk, dir)
 	if kind == FaultError {
-		ferr := s.fault(OpWalk, kind, dir)
+		ferr := s.fault(storage.OpWalk, kind, dir)
 		after := extra % 8
-		err := s.next.walk(ctx, dir, func(key string, e entry) error {
+		err := s.next.Walk(ctx, dir, func(key string, e storage.Entry) error {
 			if after == 0 {
 				return ferr
 			}
@@ -474,81 +476,73 @@ func (s *faultStore) walk(ctx context.Context, dir string, fn func(key string, e
 		}
 		return err
 	}
-	if stop, err := s.before(ctx, OpWalk, kind, dir); stop || err != nil {
+	if stop, err := s.before(ctx, storage.OpWalk, kind, dir); stop || err != nil {
 		return err
 	}
-	err := s.next.walk(ctx, dir, fn)
+	err := s.next.Walk(ctx, dir, fn)
 	if err == nil && kind == FaultLost {
-		return s.fault(OpWalk, kind, dir)
+		return s.fault(storage.OpWalk, kind, dir)
 	}
 	return err
 }
 
 // remove's FaultError removes a prefix of names first.
-func (s *faultStore) remove(ctx context.Context, dir string, names []string) error {
-	kind, extra := s.draw(OpRemove, dir)
+func (s *Store) Remove(ctx context.Context, dir string, names []string) error {
+	kind, extra := s.draw(storage.OpRemove, dir)
 	if kind == FaultError && len(names) > 0 {
-		ferr := s.fault(OpRemove, kind, dir)
-		if err := s.next.remove(ctx, dir, names[:extra%uint64(len(names))]); err != nil {
+		ferr := s.fault(storage.OpRemove, kind, dir)
+		if err := s.next.Remove(ctx, dir, names[:extra%uint64(len(names))]); err != nil {
 			return err
 		}
 		return ferr
 	}
-	if stop, err := s.before(ctx, OpRemove, kind, dir); stop || err != nil {
+	if stop, err := s.before(ctx, storage.OpRemove, kind, dir); stop || err != nil {
 		return err
 	}
-	err := s.next.remove(ctx, dir, names)
+	err := s.next.Remove(ctx, dir, names)
 	if err == nil && kind == FaultLost {
-		return s.fault(OpRemove, kind, dir)
+		return s.fault(storage.OpRemove, kind, dir)
 	}
 	return err
 }
 
-func (s *faultStore) lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
-	return s.lockAs(ctx, dir, newLockToken(), now, maxAge)
+func (s *Store) Lock(ctx context.Context, dir string, now time.Time, maxAge time.Duration) (func(), error) {
+	return s.LockAs(ctx, dir, storage.NewLockToken(), now, maxAge)
 }
 
-func (s *faultStore) lockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (func(), error) {
-	kind, _ := s.draw(OpLock, dir)
-	if stop, err := s.before(ctx, OpLock, kind, dir); stop || err != nil {
+func (s *Store) LockAs(ctx context.Context, dir, token string, now time.Time, maxAge time.Duration) (func(), error) {
+	kind, _ := s.draw(storage.OpLock, dir)
+	if stop, err := s.before(ctx, storage.OpLock, kind, dir); stop || err != nil {
 		return nil, err
 	}
 	if kind == FaultNoSpace {
-		return nil, s.fault(OpLock, kind, dir)
+		return nil, s.fault(storage.OpLock, kind, dir)
 	}
-	unlock, err := s.next.lockAs(ctx, dir, token, now, maxAge)
+	unlock, err := s.next.LockAs(ctx, dir, token, now, maxAge)
 	if err == nil && kind == FaultLost {
 		// The lock was taken and the taker does not know: a call again
 		// with token takes it as its own; anyone else waits until it is
 		// maxAge old and taken over.
-		return nil, s.fault(OpLock, kind, dir)
+		return nil, s.fault(storage.OpLock, kind, dir)
 	}
 	return unlock, err
 }
 
-func (s *faultStore) removeStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
-	kind, _ := s.draw(OpRemoveStale, dir)
-	if stop, err := s.before(ctx, OpRemoveStale, kind, dir); stop || err != nil {
+func (s *Store) RemoveStale(ctx context.Context, dir string, now time.Time, maxAge time.Duration) ([]string, error) {
+	kind, _ := s.draw(storage.OpRemoveStale, dir)
+	if stop, err := s.before(ctx, storage.OpRemoveStale, kind, dir); stop || err != nil {
 		return nil, err
 	}
-	gone, err := s.next.removeStale(ctx, dir, now, maxAge)
+	gone, err := s.next.RemoveStale(ctx, dir, now, maxAge)
 	if err == nil && kind == FaultLost {
-		return nil, s.fault(OpRemoveStale, kind, dir)
+		return nil, s.fault(storage.OpRemoveStale, kind, dir)
 	}
 	return gone, err
 }
 
-func (s *faultStore) remote() bool { return s.next.remote() }
+func (s *Store) Remote() bool { return s.next.Remote() }
 
-func (s *faultStore) unwrap() storage { return s.next }
+func (s *Store) Unwrap() storage.Store { return s.next }
 
-// FaultsInjected returns how many faults the lake's storage injected so
-// far: 0 without Options.Faults.
-func (l *Lake) FaultsInjected() int64 {
-	for st := l.store; st != nil; st = unwrapStore(st) {
-		if s, ok := st.(*faultStore); ok {
-			return s.injected.Load()
-		}
-	}
-	return 0
-}
+// Injected returns how many faults s injected so far.
+func (s *Store) Injected() int64 { return s.injected.Load() }
