@@ -34,7 +34,8 @@ func runSimulate(ctx context.Context, cx *cmdContext) error {
 	fs.StringVar(&keyPath, "key", "", "dotted path of the entity key, a JSON string, e.g. data.user (required)")
 	fs.StringVar(&valuePath, "value", "", "dotted path of the aggregated value, a finite JSON number, e.g. data.amount (required)")
 	fs.DurationVar(&sim.opts.Window, "window", 0, "window size, e.g. 5m; 0 = no windows")
-	fs.DurationVar(&sim.opts.Hop, "hop", 0, "hopping windows: a window starts every hop, which divides the window, e.g. 1m; 0 = tumbling")
+	fs.DurationVar(&sim.opts.Hop, "hop", 0,
+		"hopping windows: a window starts every hop, which divides the window, e.g. 1m; 0 = tumbling")
 	fs.DurationVar(&sim.opts.Rolling, "rolling", 0, "rolling feature size, e.g. 60s; 0 = no features")
 	fs.DurationVar(&sim.opts.OutOfOrderness, "out-of-orderness", 0, "watermark = max event time seen − this")
 	fs.DurationVar(&sim.opts.AllowedLateness, "allowed-lateness", 0, "how long fired windows stay open for late panes")
@@ -232,7 +233,8 @@ func (sim *simulation) process(rec operator.Record) error {
 				step = sim.opts.Hop
 			}
 			et := rec.EventTime.UnixNano()
-			for s := floorTime(rec.EventTime, step); s > et-int64(sim.opts.Window) || et-int64(sim.opts.Window) > et; s -= int64(step) {
+			w := int64(sim.opts.Window)
+			for s := floorTime(rec.EventTime, step); s > et-w || et-w > et; s -= int64(step) {
 				sim.windowIDs[windowID{rec.Key, s}] = struct{}{}
 				if s < math.MinInt64+int64(step) {
 					break // the next start is before int64's range
