@@ -22,10 +22,11 @@ type Metrics struct {
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 
-	horizonChecks, horizonWaiting             *metrics.Vec
-	recomputes, checked, corrections, reasons *metrics.Vec
-	timeToTruth, timeToFinal                  *metrics.HistVec
-	stale                                     time.Duration
+	horizonChecks, horizonWaiting              *metrics.Vec
+	recomputes, checked, corrections, reasons  *metrics.Vec
+	featuresChecked, featureErr, featureErrMax *metrics.Vec
+	timeToTruth, timeToFinal                   *metrics.HistVec
+	stale                                      time.Duration
 
 	mu      sync.Mutex // protects waiting
 	waiting map[string]horizonWait
@@ -59,6 +60,16 @@ func NewMetrics(r *metrics.Registry, stale time.Duration) *Metrics {
 		corrections:    r.Counter("reckon_batch_corrections_total", "Correction panes published, by trigger.", "stream", "trigger"),
 		reasons:        r.Counter("reckon_batch_correction_reasons_total", "Why published corrections differed from the stream (beyond_lateness, duplicates, missing, retracted, other); a correction with two reasons counts under both.", "stream", "trigger", "reason"),
 		timeToTruth:    r.Histogram("reckon_batch_time_to_truth_seconds", "Seconds from the end of the last window a publishing recompute covers to when it finished: how long after a window closed its figure was checked against the lake and, if wrong, corrected.", timeToTruthBounds, "stream", "trigger"),
+		featuresChecked: r.Counter("reckon_batch_features_checked_total",
+			"Events whose served rolling feature publishing recomputes compared with its truth, by trigger and status "+
+				"(exact, differs, not_served: the stream served none).", "stream", "trigger", "status"),
+		featureErr: r.Counter("reckon_batch_feature_abs_error_total",
+			"Sum of the absolute errors of served rolling features against their truth, by trigger and figure (count, sum); "+
+				"divided by the exact and differs checks, the mean error.", "stream", "trigger", "figure"),
+		featureErrMax: r.Gauge("reckon_batch_feature_abs_error_max",
+			"Largest absolute error of a served rolling feature found by the latest publishing recompute, "+
+				"by figure (count, sum).",
+			"stream", "figure"),
 		timeToFinal: r.Histogram("reckon_batch_time_to_final_seconds",
 			"Seconds from when the stream's progress passed a recompute's range (every partition purged through its end) "+
 				"to when the recompute had settled the range's truth in the lake; observed by recomputes that waited for it.",
@@ -165,6 +176,18 @@ func (m *Metrics) recompute(in RecomputeInput, res RecomputeResult) {
 		if rc.n > 0 {
 			m.reasons.With(in.Stream, trigger, rc.reason).Add(float64(rc.n))
 		}
+	}
+	if f := r.Features; f != nil {
+		for _, st := range []struct {
+			status string
+			n      int64
+		}{{"exact", f.Exact}, {"differs", f.Differs}, {"not_served", f.NotServed}} {
+			m.featuresChecked.With(in.Stream, trigger, st.status).Add(float64(st.n))
+		}
+		m.featureErr.With(in.Stream, trigger, "count").Add(f.CountErrTotal)
+		m.featureErr.With(in.Stream, trigger, "sum").Add(f.SumErrTotal)
+		m.featureErrMax.With(in.Stream, "count").Set(f.CountErrMax)
+		m.featureErrMax.With(in.Stream, "sum").Set(f.SumErrMax)
 	}
 	m.timeToTruth.With(in.Stream, trigger).Observe(max(m.now().Sub(in.To), 0).Seconds())
 	if !in.HorizonPassedAt.IsZero() {

@@ -79,9 +79,35 @@ func TestMetricsFromResults(t *testing.T) {
 			t.Errorf("no %s in\n%s", line, out)
 		}
 	}
-	for _, absent := range []string{`reason="other"`, `reason="retracted"`, `trigger="replay"} `, `reckon_batch_corrections_total{stream="payments",trigger="replay"}`} {
+	for _, absent := range []string{`reason="other"`, `reason="retracted"`, `trigger="replay"} `, `reckon_batch_corrections_total{stream="payments",trigger="replay"}`,
+		`reckon_batch_features_checked_total{`} {
 		if strings.Contains(out, absent) {
 			t.Errorf("%s: a series for what did not happen:\n%s", absent, out)
+		}
+	}
+
+	// Features: checked by status, errors summed, the latest maximum.
+	for _, f := range []activities.FeatureReport{
+		{Checked: 14, Exact: 11, Differs: 2, NotServed: 1, CountErrMax: 1, SumErrMax: 350_000, CountErrTotal: 2, SumErrTotal: 500_000},
+		{Checked: 3, Exact: 2, Differs: 1, CountErrMax: 2, SumErrMax: 7, CountErrTotal: 2, SumErrTotal: 7},
+	} {
+		fres := res
+		fres.Report.Features = &f
+		m.Observe("finalize/payments", activities.RecomputeInput{Stream: "payments", From: rin.From, To: rin.To,
+			Trigger: activities.TriggerFinalize}, fres)
+	}
+	out = scrape(t, r)
+	for _, line := range []string{
+		`reckon_batch_features_checked_total{stream="payments",trigger="finalize",status="exact"} 13`,
+		`reckon_batch_features_checked_total{stream="payments",trigger="finalize",status="differs"} 3`,
+		`reckon_batch_features_checked_total{stream="payments",trigger="finalize",status="not_served"} 1`,
+		`reckon_batch_feature_abs_error_total{stream="payments",trigger="finalize",figure="count"} 4`,
+		`reckon_batch_feature_abs_error_total{stream="payments",trigger="finalize",figure="sum"} 500007`,
+		`reckon_batch_feature_abs_error_max{stream="payments",figure="count"} 2`,
+		`reckon_batch_feature_abs_error_max{stream="payments",figure="sum"} 7`,
+	} {
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("no %s in\n%s", line, out)
 		}
 	}
 }

@@ -148,6 +148,9 @@ func printReport(w io.Writer, lakeRoot string, rep activities.Report, asJSON boo
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		if err := printFeatureReport(w, rep); err != nil {
+			return err
+		}
 		for _, p := range rep.Parts {
 			if !p.OpenUntil.IsZero() {
 				fmt.Fprintf(w, "%s: checked windows up to %s; windows to %s still open (day in progress)\n",
@@ -171,4 +174,29 @@ func printReport(w io.Writer, lakeRoot string, rep activities.Report, asJSON boo
 		return errFailedParts
 	}
 	return nil
+}
+
+// printFeatureReport prints the feature half of the price of speed, for
+// the parts whose stream has rolling features (TruthReport.Features):
+// how many served features the batch checked, how many were exact,
+// differed or were never served, and by how much they erred.
+func printFeatureReport(w io.Writer, rep activities.Report) error {
+	if rep.Total.Features == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "\nrolling features (served vs true)\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stream\tday\tchecked\texact\tdiffers\tnot served\t"+
+		"count err max\tcount err mean\tsum err max\tsum err mean\t")
+	row := func(name, day string, f *activities.FeatureReport) {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%g\t%.4g\t%.6g\t%.4g\t\n", name, day,
+			f.Checked, f.Exact, f.Differs, f.NotServed, f.CountErrMax, f.CountErrMean, f.SumErrMax, f.SumErrMean)
+	}
+	for _, p := range rep.Parts {
+		if p.Features != nil {
+			row(p.Stream, p.From.UTC().Format(time.DateOnly), p.Features)
+		}
+	}
+	row("total", "", rep.Total.Features)
+	return tw.Flush()
 }
