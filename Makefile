@@ -65,14 +65,42 @@ tree-check:
 	@big=$$(git ls-files -z 2>/dev/null | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 {print $$2}'); \
 	if [ -n "$$big" ]; then echo "tree-check: files over 1 MB in git: $$big"; exit 1; fi
 
-test: build temporal weed vet tree-check
-	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_WEED_BIN=$(WEED) RECKON_TEST_REQUIRE_S3=1 RECKON_TEST_REQUIRE_COMPOSE=1 RECKON_TEST_REQUIRE_PROMTOOL=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	@echo "== end to end: stream + batch truth on the dev server (make e2e), and windows final under steady traffic"
-	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^(TestTruthEndToEnd|TestFinalUnderSteadyTraffic)$$' -count=1 -timeout 15m -args -e2e
-	@echo "== end to end: 1,000 shifts of Z-report parts through the bridge and entity workflows"
-	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers -run '^TestZReportGeneratorShifts$$' -count=1 -timeout 10m -args -zreport-shifts 1000
+# make test: vet first (it compiles every package once, so the steps after
+# it do not compile the same dependencies side by side), then the programs
+# and the test steps below side by side (make -j; -O prints each step's
+# output whole when it ends). Most of a test step's time is waiting — on
+# the dev server, kfake, event-time windows of seconds — so on two cores
+# the steps overlap instead of queueing: one after the other they took
+# 746 s on a fresh clone. ./workers (the longest package, ~280 s) runs apart
+# from the other packages so it starts at once instead of after them.
+TEST_ENV := RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_WEED_BIN=$(WEED) RECKON_TEST_REQUIRE_S3=1 \
+	RECKON_TEST_REQUIRE_COMPOSE=1 RECKON_TEST_REQUIRE_PROMTOOL=1
+TEST_STEPS := build test-go test-workers test-e2e test-sql test-interop
+.PHONY: $(TEST_STEPS)
+test: temporal weed tree-check vet
+	@start=$$(date +%s); $(MAKE) --no-print-directory -j -O $(TEST_STEPS); rc=$$?; \
+	echo "== make test: exit $$rc, wall $$(( $$(date +%s) - start ))s after vet"; exit $$rc
+
+test-go:
+	@echo "== every package but ./workers"
+	$(TEST_ENV) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -vx 'reckon/workers')
+
+test-workers:
+	@echo "== ./workers"
+	$(TEST_ENV) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./workers
+
+test-e2e:
+	@echo "== end to end: batch truth (make e2e), windows final under steady traffic, 1,000 Z-report shifts"
+	RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(GO) test ./workers \
+		-run '^(TestTruthEndToEnd|TestFinalUnderSteadyTraffic|TestZReportGeneratorShifts)$$' -count=1 -timeout 25m \
+		-args -e2e -zreport-shifts 1000
+
+test-sql:
 	@echo "== SQL endpoint: Flight SQL clients, views, lock-down (sqlserve, CGO, -tags duckdb_arrow)"
-	RECKON_TEST_WEED_BIN=$(WEED) RECKON_TEST_REQUIRE_S3=1 CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -tags duckdb_arrow ./sqlserve/...
+	RECKON_TEST_WEED_BIN=$(WEED) RECKON_TEST_REQUIRE_S3=1 CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) \
+		-tags duckdb_arrow ./sqlserve/...
+
+test-interop:
 	@echo "== DuckDB interop (lake/interop, its own module, CGO)"
 	cd lake/interop && $(GO) test -tags duckdb_arrow -count=1 -timeout $(TEST_TIMEOUT) ./...
 
