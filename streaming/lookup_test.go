@@ -12,8 +12,15 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -518,4 +525,216 @@ func partitionCount(t *testing.T, cfg *config.Config, topic string) int32 {
 		t.Fatal(err)
 	}
 	return int32(len(td[topic].Partitions))
+}
+
+// TestLookupExactAcrossKill (R-LOOK-2, R-LOOK-3): lookups run against real
+// worker processes while traffic (late, duplicate, out-of-order and poison
+// events) arrives, the first worker is killed with SIGKILL and a second
+// one restores its partitions. Every answer is a 503 with a reason and
+// Retry-After, a 422 (an instant the live state no longer holds), or a
+// 200 that equals RollingTruth over a prefix (by offset) of the key's
+// accepted events: the state as of some commit, never an event an abort
+// took back. Lookups during the restore answer 503; after it, every key
+// equals RollingTruth over all its accepted events.
+func TestLookupExactAcrossKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration")
+	}
+	cfg, recs := newTestEnv(t, 3000)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	// Dynamic membership: the second worker waits out the killed one's
+	// session (1 s) before it gets the partitions; meanwhile its lookups
+	// are up and must say the partitions are moving.
+	env := append(os.Environ(), envChild+"=1",
+		"RECKON_KAFKA_BROKERS="+cfg.Kafka.Brokers[0], "RECKON_STREAM_WORKER_INSTANCE=test",
+		"RECKON_STREAM_WORKER_COMMIT_INTERVAL=20ms", "RECKON_METRICS_ADDR=", "RECKON_STREAM_WORKER_SESSION_TIMEOUT=1s",
+		"RECKON_STREAM_WORKER_CHECKPOINT_RECORDS="+testCheckpointRecords, "RECKON_STREAM_WORKER_MEMBERSHIP=dynamic",
+		"RECKON_STREAM_WORKER_SERVE_ADDR="+addr)
+	start := func() (*exec.Cmd, chan error, *strings.Builder) {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = env
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		return cmd, exited, &stderr
+	}
+	s := payments(t, cfg)
+	type asked struct {
+		key    string
+		at     time.Time
+		status int
+		ans    lookupAnswer
+		phase  int
+	}
+	var (
+		mu       sync.Mutex
+		answers  []asked
+		produced atomic.Int64
+		phase    atomic.Int64
+	)
+	events := make([]struct {
+		key string
+		et  time.Time
+	}, len(recs))
+	for i, r := range recs {
+		var e struct {
+			OccurredAt time.Time `json:"occurred_at"`
+			Data       struct {
+				UserID string `json:"user_id"`
+			} `json:"data"`
+		}
+		_ = json.Unmarshal(r.Value, &e)
+		events[i].key, events[i].et = e.Data.UserID, e.OccurredAt
+	}
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	c := lookupClient{base: "http://" + addr, hc: &http.Client{Timeout: 10 * time.Second}}
+	go func() {
+		defer close(polled)
+		rng := rand.New(rand.NewPCG(5, 6))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n := int(produced.Load())
+			if n == 0 {
+				runtime.Gosched()
+				continue
+			}
+			e := events[n-1-rng.IntN(min(n, 200))]
+			if e.key == "" || (&lookupStream{re: regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)}).checkKey(e.key) != nil {
+				continue
+			}
+			at := e.et.Add(time.Duration(rng.IntN(60_000)) * time.Millisecond).UTC()
+			r, err := c.try(http.MethodGet, keyPath(s.Name, e.key, at), nil)
+			if err != nil {
+				continue // not listening (between the processes), or a malformed reply: counted below
+			}
+			if r.status == 503 && (r.retry == "" || r.errMsg == "") {
+				r.status = 599 // fails the test below
+			}
+			mu.Lock()
+			answers = append(answers, asked{e.key, at, r.status, r.ans, int(phase.Load())})
+			mu.Unlock()
+		}
+	}()
+	produceFrom := func(recs []*kgo.Record) chan error {
+		done := make(chan error, 1)
+		base := produced.Load()
+		go func() {
+			for i := 0; i < len(recs); i += 10 {
+				k := min(i+10, len(recs))
+				if err := produceRecords(cfg, recs[i:k]); err != nil {
+					done <- err
+					return
+				}
+				produced.Store(base + int64(k))
+			}
+			done <- nil
+		}()
+		return done
+	}
+
+	// The first worker: killed once it has committed some of the traffic.
+	half := len(recs) / 2
+	p1 := produceFrom(recs[:half])
+	cmd, exited, stderr := start()
+	waitFor(t, time.Minute, "the first worker to commit", func() (bool, string) {
+		select {
+		case err := <-exited:
+			t.Fatalf("worker exited (%v): %s", err, stderr.String())
+		default:
+		}
+		return committedTotal(t, cfg) > 0, "nothing committed"
+	})
+	waitFor(t, time.Minute, "a lookup answered by the first worker", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, a := range answers {
+			if a.status == 200 {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d answers, none 200", len(answers))
+	})
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	if err := <-p1; err != nil {
+		t.Fatal(err)
+	}
+	phase.Store(1)
+	// The second worker: restores the partitions, then takes the rest.
+	cmd2, exited2, stderr2 := start()
+	defer func() {
+		_ = cmd2.Process.Signal(syscall.SIGTERM)
+		<-exited2
+		if t.Failed() {
+			t.Logf("second worker:\n%s", stderr2.String())
+		}
+	}()
+	p2 := produceFrom(recs[half:])
+	if err := <-p2; err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, cfg, 2*time.Minute)
+	view := progressView(t, cfg)
+	n := partitionCount(t, cfg, s.Topic)
+	waitFor(t, time.Minute, "every partition served by the second worker", func() (bool, string) {
+		for p := range n {
+			if pr, _ := view.Get(s.Name, s.Topic, p); pr.Serve != addr {
+				return false, fmt.Sprintf("partition %d: %q", p, pr.Serve)
+			}
+		}
+		r, err := c.try(http.MethodGet, keyPath(s.Name, "Putri", time.Time{}), nil)
+		return err == nil && r.status == 200, fmt.Sprint(r.status, err)
+	})
+	close(stop)
+	<-polled
+
+	acc := acceptedByKey(t, cfg, recs)
+	counts := map[string]int{}
+	for _, a := range answers {
+		counts[fmt.Sprint(a.phase, "/", a.status)]++
+		switch a.status {
+		case 503, 422:
+			continue
+		case 200:
+		default:
+			t.Fatalf("lookup %s at %v: status %d", a.key, a.at, a.status)
+		}
+		match, es := false, acc[a.key]
+		got := a.ans.Features
+		for j := 0; j <= len(es) && !match; j++ {
+			want := operator.RollingTruth(s.Rolling, a.at, records(es[:j]))
+			match = fmt.Sprint(got["count"]) == fmt.Sprint(want.Count) && got["sum"] == want.Sum
+		}
+		if !match {
+			t.Fatalf("lookup %s at %v answered %v: not RollingTruth over any committed prefix of its %d accepted events",
+				a.key, a.at, got, len(es))
+		}
+	}
+	t.Logf("answers by phase/status: %v", counts)
+	if counts["0/200"] == 0 || counts["1/200"] == 0 {
+		t.Fatalf("too few answers compared: %v", counts)
+	}
+	if counts["1/503"] == 0 {
+		t.Fatalf("no lookup answered 503 while the second worker waited for and restored the partitions: %v", counts)
+	}
+	wm := highestWatermark(t, view, s, n)
+	if ne := checkAllKeys(t, c, s, acc, wm); ne == 0 {
+		t.Fatal("every final answer empty: nothing compared")
+	} else {
+		t.Logf("after the restore: %d non-empty answers equal RollingTruth", ne)
+	}
 }

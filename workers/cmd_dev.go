@@ -132,6 +132,15 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		common = append(common, "--set", "lake.root="+cfg.Lake.Root)
 	}
 
+	// The stream worker serves feature lookups on dev.lookup_port (a free
+	// port when that one is taken), unless stream_worker.serve_addr is set.
+	var lookupSet []string
+	lookupAddr := cfg.Stream.ServeAddr
+	if !hasSet(cx.sets, "stream_worker.serve_addr") && lookupAddr == "" {
+		lookupAddr = devLookupAddr(cfg.Dev.LookupPort)
+		lookupSet = []string{"--set", "stream_worker.serve_addr=" + lookupAddr}
+	}
+
 	var outMu sync.Mutex
 	mk := func(name, path string, args ...string) *proc {
 		return &proc{name: name, path: path, args: args, logDir: logDir, runDir: runDir, out: cx.stdout, outMu: &outMu}
@@ -156,7 +165,7 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 			p.quiet = true
 			return p
 		}(),
-		"stream": mk("stream", self, append([]string{"stream"}, common...)...),
+		"stream": mk("stream", self, append(append([]string{"stream"}, common...), lookupSet...)...),
 		"batch":  mk("batch", self, append([]string{"batch"}, common...)...),
 	}
 	var genNames []string
@@ -292,11 +301,12 @@ func runDev(ctx context.Context, cx *cmdContext) error {
   Temporal UI     http://127.0.0.1:%d
   Kafka           %s   (./bin/reckon topics describe; ./bin/reckon topics tail %s)
   metrics         http://%s/metrics and the next ports (stream, batch: each logs its own url)
-  lake            %s   (./bin/reckon lake ls%s)%s%s
+  lake            %s   (./bin/reckon lake ls%s)%s%s%s
   logs, pids      %s, %s
 Ctrl-C stops everything; the next `+"`reckon dev`"+` resumes from %s.`,
 		cfg.Dev.UIPort, kafkaAddr, cfg.Topics.DLQ, cfg.Metrics.Addr, lake, devLakeHint(cfg.Lake.Root, s3),
-		devSQLLine(cfg.SQL.Listen, skip["sql"]), devOFDLine(ofdAddr, skip["ofd"]), logDir, runDir, dir)
+		devSQLLine(cfg.SQL.Listen, skip["sql"]), devOFDLine(ofdAddr, skip["ofd"]),
+		devLookupLine(lookupAddr, cfg.Stream.ServeTLS.Enabled, skip["stream"]), logDir, runDir, dir)
 	<-ctx.Done()
 	say("stopping (components in reverse order)...")
 	stopAll()
@@ -310,6 +320,36 @@ func devSQLLine(listen string, skipped bool) string {
 		return ""
 	}
 	return fmt.Sprintf("\n  SQL             grpc://%s   (Arrow Flight SQL; ./bin/reckon sql \"SELECT * FROM windows\")", listen)
+}
+
+// devLookupAddr is 127.0.0.1:port, or a free loopback port when port is
+// taken (another dev stack, another program).
+func devLookupAddr(port int) string {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		ln.Close()
+		return addr
+	}
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return addr // the worker says why it cannot listen
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// devLookupLine is the feature lookups' line of the "up" message, or "".
+func devLookupLine(addr string, tls, skipped bool) string {
+	if skipped || addr == "" {
+		return ""
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return fmt.Sprintf("\n  lookups         %s://%s/v1/features/payments/<user_id>   (features as of now; docs/adr/0040)",
+		scheme, addr)
 }
 
 // devOFDLine is the OFD simulator's line of the "up" message, or "".

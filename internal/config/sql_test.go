@@ -75,3 +75,40 @@ func TestSQLDefaultsAndValidation(t *testing.T) {
 		t.Errorf("missing server certificate: %v", err)
 	}
 }
+
+// TestServeValidation: the lookup endpoint's keys (R-LOOK-4) are checked
+// in the SQL endpoint's style; off by default.
+func TestServeValidation(t *testing.T) {
+	c, err := Load("", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Stream.ServeAddr != "" || c.Dev.LookupPort != 8290 {
+		t.Errorf("defaults: serve_addr %q, dev.lookup_port %d", c.Stream.ServeAddr, c.Dev.LookupPort)
+	}
+	if _, err := Load("", []string{"RECKON_STREAM_WORKER_SERVE_ADDR=127.0.0.1:8290",
+		"RECKON_STREAM_WORKER_SERVE_AUTH_TOKEN=tok"}, nil); err != nil {
+		t.Errorf("a token on loopback: %v", err)
+	}
+	for _, tc := range []struct {
+		env      []string
+		want     string
+		security bool
+	}{
+		{[]string{"RECKON_STREAM_WORKER_SERVE_ADDR=8290"}, "stream_worker.serve_addr", false},
+		{[]string{"RECKON_STREAM_WORKER_SERVE_ADDR=:8290", "RECKON_STREAM_WORKER_SERVE_ADVERTISE=host"}, "serve_advertise", false},
+		{[]string{"RECKON_STREAM_WORKER_SERVE_AUTH_TOKEN=a", "RECKON_STREAM_WORKER_SERVE_AUTH_TOKEN_FILE=/x"}, "token_file are both", false},
+		{[]string{"RECKON_STREAM_WORKER_SERVE_TLS_ENABLED=true"}, "cert_file and key_file are required", false},
+		{[]string{"RECKON_STREAM_WORKER_SERVE_TLS_CERT_FILE=/c.pem"}, "serve_tls.enabled is false", false},
+		{[]string{"RECKON_STREAM_WORKER_SERVE_ADDR=0.0.0.0:8290", "RECKON_STREAM_WORKER_SERVE_AUTH_TOKEN=tok-must-not-print"},
+			"without TLS", true},
+	} {
+		_, err := Load("", tc.env, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrSecurity) != tc.security {
+			t.Errorf("%v: %v, want an error mentioning %q (security %v)", tc.env, err, tc.want, tc.security)
+		}
+		if err != nil && strings.Contains(err.Error(), "tok-must-not-print") {
+			t.Errorf("%v: the error prints the token", tc.env)
+		}
+	}
+}
