@@ -163,7 +163,9 @@ func TestQueryLimits(t *testing.T) {
 	if code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "query_timeout") {
 		t.Errorf("endless query: %v (code %v), want DeadlineExceeded naming sql.query_timeout", err, code(err))
 	}
-	if d := time.Since(began); d > 10*time.Second {
+	// A hang guard, not a speed limit: the query would run for hours; a
+	// loaded machine takes its time to interrupt it.
+	if d := time.Since(began); d > time.Minute {
 		t.Errorf("the endless query ran %v, limit 500ms", d)
 	}
 	// A list aggregate cannot spill: past the limit it fails.
@@ -241,7 +243,7 @@ func TestTLS(t *testing.T) {
 			cred = grpc.WithTransportCredentials(insecure.NewCredentials())
 		}
 		c := newClient(t, addr, cred)
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		_, err := readAll(cctx, c, "SELECT count(*) FROM windows")
 		return err
