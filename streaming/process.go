@@ -261,3 +261,41 @@ func typeIn(t string, ts []string) bool {
 	}
 	return false
 }
+
+// pollTxn polls and processes for what is left of CommitInterval since
+// the transaction began, and returns the record that failed processing,
+// if any.
+func (w *Worker) pollTxn(ctx context.Context, sess *kgo.GroupTransactSession, revoked chan []tp, t *txn) *recordRef {
+	t.start = w.now()
+	var failed *recordRef
+	for failed == nil && ctx.Err() == nil {
+		wait := w.cfg.Stream.CommitInterval - w.now().Sub(t.start)
+		if wait <= 0 {
+			break
+		}
+		failed = w.pollOnce(ctx, sess, revoked, wait, t.emit)
+	}
+	return failed
+}
+
+// tick advances every caught-up partition's operators to its processing
+// time now and emits what fires.
+func (w *Worker) tick(ctx context.Context, sess *kgo.GroupTransactSession, now time.Time, emit func([]*kgo.Record)) {
+	w.watchClockless(ctx, sess, now)
+	for _, part := range w.parts {
+		if !w.caughtUp(ctx, part, now) {
+			continue
+		}
+		proc, ok := part.procNow(now)
+		if !ok {
+			continue
+		}
+		for _, so := range part.ops {
+			tickOp(so, proc, part.next)
+		}
+		// Every tick goes into the replay log, even one with no
+		// output: it may have advanced an idle watermark.
+		part.tickAt, part.touched = proc.UnixNano(), true
+		emit(w.drainOutputs(part, nil))
+	}
+}

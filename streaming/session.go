@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -13,8 +12,78 @@ import (
 )
 
 // runSession is one transaction session of Run: it returns nil when ctx
-// ends, a *sessionLost when the session failed.
+// ends, a *sessionLost when the session failed. Each round of its loop is
+// one transaction: begin, restore what was assigned, poll and process for
+// up to CommitInterval, tick, then end the transaction (txnEnd).
 func (w *Worker) runSession(ctx context.Context) error {
+	sess, revoked, err := w.openSession()
+	if err != nil {
+		return err
+	}
+	defer w.closeSession(sess, revoked)
+	if err := fenceProducer(ctx, sess); err != nil {
+		return err
+	}
+	// A shutdown (ctx ending) still finishes the open transaction: what was
+	// processed is committed, not left to the next owner to redo.
+	octx := context.WithoutCancel(ctx)
+	lastTick := time.Time{}
+	inTxn := false
+	for ctx.Err() == nil {
+		// One transaction gathers every poll for up to CommitInterval:
+		// fewer, larger transactions under load (each carries the touched
+		// partitions' snapshots), at most CommitInterval of latency when idle.
+		if !inTxn {
+			if err := sess.Begin(); err != nil {
+				return &sessionLost{fmt.Errorf("begin: %w", err)}
+			}
+			inTxn = true
+		}
+		// Revoked partitions first: one queued for a restore before its
+		// revocation must not be restored after it.
+		w.drainRevoked(revoked)
+		w.restoreAssigned(ctx, sess)
+		t := newTxn(octx, sess)
+		failed := w.pollTxn(ctx, sess, revoked, t)
+		stopping := ctx.Err() != nil
+		if now := w.now(); failed == nil && !stopping && now.Sub(lastTick) >= w.cfg.Stream.TickInterval {
+			lastTick = now
+			w.tick(ctx, sess, now, t.emit)
+		}
+		if failed != nil {
+			// Abort: outputs, state and offsets of this iteration are
+			// discarded; the consumer rewinds and the operators reload the
+			// committed state.
+			inTxn, w.revokedSeen = false, false
+			if err := w.abort(ctx, octx, sess); err != nil {
+				return err
+			}
+			continue
+		}
+		now := w.now()
+		w.emitState(now, t.emit)
+		if t.produced.Load() == 0 && !stopping && !w.revokedSeen {
+			// Nothing to commit (no partition restored or fetched yet):
+			// the transaction stays open for the next round. Ending it
+			// would cost more than nothing: kgo's End of a transaction
+			// without offsets cannot tell that the broker fences
+			// rebalances (KIP-447) and holds the session for 500 ms. A
+			// revocation ends it, so the session's revoked state is reset
+			// before the next records are processed.
+			continue
+		}
+		inTxn, w.revokedSeen = false, false
+		if err := w.txnEnd(ctx, octx, sess, t, now, stopping); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openSession starts the transaction session: a group member consuming
+// every stream's topic, committing with the worker's transactional id. The
+// returned channel gets the partitions the group revokes.
+func (w *Worker) openSession() (*kgo.GroupTransactSession, chan []tp, error) {
 	topics := make([]string, 0, len(w.byTopic))
 	for t := range w.byTopic {
 		topics = append(topics, t)
@@ -34,7 +103,7 @@ func (w *Worker) runSession(ctx context.Context) error {
 	txnID := w.cfg.Kafka.ClientID + "-stream-" + w.cfg.Stream.Instance
 	kopts, err := kafkaconn.Options(w.cfg.Kafka, "stream")
 	if err != nil {
-		return fmt.Errorf("streaming: %w", err)
+		return nil, nil, fmt.Errorf("streaming: %w", err)
 	}
 	if w.cfg.Stream.Membership == "static" {
 		// A restarted worker takes its partitions back at once instead of
@@ -58,169 +127,34 @@ func (w *Worker) runSession(ctx context.Context) error {
 		kgo.ProducerBatchCompression(kgo.SnappyCompression()),
 	)...)
 	if err != nil {
-		return fmt.Errorf("streaming: %w", err)
+		return nil, nil, fmt.Errorf("streaming: %w", err)
 	}
-	defer w.closeSession(sess, revoked)
 	w.started = w.now()
 	if w.cfg.Stream.Membership == "static" {
-		w.log.Info("stream worker joining its group as a static member: a restart of this instance takes its partitions back without a rebalance; partitions of a member gone for good move after the session timeout",
-			"group", w.cfg.Stream.Group, "instance", w.cfg.Stream.Instance, "session_timeout", w.cfg.Stream.SessionTimeout, "topics", topics, "transactional_id", txnID)
+		w.log.Info("stream worker joining its group as a static member: a restart of this instance takes its "+
+			"partitions back without a rebalance; partitions of a member gone for good move after the session timeout",
+			"group", w.cfg.Stream.Group, "instance", w.cfg.Stream.Instance,
+			"session_timeout", w.cfg.Stream.SessionTimeout, "topics", topics, "transactional_id", txnID)
 	} else {
-		w.log.Info("stream worker joining its group; after a crash, the previous member's partitions are assigned once its session expires",
-			"group", w.cfg.Stream.Group, "session_timeout", w.cfg.Stream.SessionTimeout, "topics", topics, "transactional_id", txnID)
+		w.log.Info("stream worker joining its group; after a crash, the previous member's partitions are assigned "+
+			"once its session expires",
+			"group", w.cfg.Stream.Group, "session_timeout", w.cfg.Stream.SessionTimeout, "topics", topics,
+			"transactional_id", txnID)
 	}
+	return sess, revoked, nil
+}
 
-	// The producer id first: with the same transactional id it fences a
-	// predecessor (a killed process, or this worker's lost session) and
-	// aborts its open transaction now rather than at its timeout, so the
-	// stable offsets the restores wait for are there at once.
+// fenceProducer gets the producer id first: with the same transactional
+// id it fences a predecessor (a killed process, or this worker's lost
+// session) and aborts its open transaction now rather than at its timeout,
+// so the stable offsets the restores wait for are there at once. nil when
+// ctx ended meanwhile.
+func fenceProducer(ctx context.Context, sess *kgo.GroupTransactSession) error {
 	if _, _, err := sess.Client().ProducerID(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return &sessionLost{fmt.Errorf("producer id: %w", err)}
-	}
-
-	// A shutdown (ctx ending) still finishes the open transaction: what was
-	// processed is committed, not left to the next owner to redo.
-	octx := context.WithoutCancel(ctx)
-	lastTick := time.Time{}
-	inTxn := false
-	for ctx.Err() == nil {
-		// One transaction gathers every poll for up to CommitInterval:
-		// fewer, larger transactions under load (each carries the touched
-		// partitions' snapshots), at most CommitInterval of latency when idle.
-		if !inTxn {
-			if err := sess.Begin(); err != nil {
-				return &sessionLost{fmt.Errorf("begin: %w", err)}
-			}
-			inTxn = true
-		}
-		// Revoked partitions first: one queued for a restore before its
-		// revocation must not be restored after it.
-		w.drainRevoked(revoked)
-		w.restoreAssigned(ctx, sess)
-		// Outputs are produced as they are made, so their delivery
-		// overlaps processing; End only flushes the rest and commits.
-		var produced atomic.Int64
-		var perr produceErrors
-		emit := func(rs []*kgo.Record) { // called by parallel partitions
-			for _, r := range rs {
-				sess.Produce(octx, r, perr.promise)
-			}
-			produced.Add(int64(len(rs)))
-		}
-		var failed *recordRef
-		txnStart := w.now()
-		for failed == nil && ctx.Err() == nil {
-			wait := w.cfg.Stream.CommitInterval - w.now().Sub(txnStart)
-			if wait <= 0 {
-				break
-			}
-			failed = w.pollOnce(ctx, sess, revoked, wait, emit)
-		}
-		stopping := ctx.Err() != nil
-		if now := w.now(); failed == nil && !stopping && now.Sub(lastTick) >= w.cfg.Stream.TickInterval {
-			lastTick = now
-			w.watchClockless(ctx, sess, now)
-			for _, part := range w.parts {
-				if !w.caughtUp(ctx, part, now) {
-					continue
-				}
-				proc, ok := part.procNow(now)
-				if !ok {
-					continue
-				}
-				for _, so := range part.ops {
-					tickOp(so, proc, part.next)
-				}
-				// Every tick goes into the replay log, even one with no
-				// output: it may have advanced an idle watermark.
-				part.tickAt, part.touched = proc.UnixNano(), true
-				emit(w.drainOutputs(part, nil))
-			}
-		}
-		if failed != nil {
-			// Abort: outputs, state and offsets of this iteration are
-			// discarded; the consumer rewinds and the operators reload the
-			// committed state.
-			inTxn, w.revokedSeen = false, false
-			if err := w.abort(ctx, octx, sess); err != nil {
-				return err
-			}
-			continue
-		}
-		now := w.now()
-		for _, part := range w.parts {
-			if part.touched {
-				emit(w.flushLate(part))
-				emit(w.stateRecords(part, now))
-			}
-			if part.touched || part.progressDue {
-				emit(w.progressRecords(part, now))
-			}
-		}
-		if produced.Load() == 0 && !stopping && !w.revokedSeen {
-			// Nothing to commit (no partition restored or fetched yet):
-			// the transaction stays open for the next round. Ending it
-			// would cost more than nothing: kgo's End of a transaction
-			// without offsets cannot tell that the broker fences
-			// rebalances (KIP-447) and holds the session for 500 ms. A
-			// revocation ends it, so the session's revoked state is reset
-			// before the next records are processed.
-			continue
-		}
-		inTxn, w.revokedSeen = false, false
-		// A record the broker refused must not be committed past: flush,
-		// and abort on any failure (End would commit the rest regardless).
-		ectx, cancel := context.WithTimeout(octx, w.cfg.Stream.TransactionTimeout)
-		ectx = kgo.PreTxnCommitFnContext(ectx, w.commitUnpolled)
-		if err := sess.Client().Flush(ectx); err == nil {
-			if r, n, perrFirst := perr.first(); perrFirst != nil {
-				cancel()
-				w.m.produceFailed(n)
-				w.log.Error("outputs refused by the broker; transaction aborted and retried", "failed", n,
-					"topic", r.Topic, "partition", r.Partition, "key_bytes", len(r.Key), "value_bytes", len(r.Value), "err", perrFirst)
-				if err := w.abort(ctx, octx, sess); err != nil {
-					if stopping {
-						break
-					}
-					return err
-				}
-				if stopping {
-					break
-				}
-				continue
-			}
-		}
-		committed, err := sess.End(ectx, kgo.TryCommit)
-		cancel()
-		if err != nil {
-			if stopping {
-				w.log.Warn("last transaction not committed at shutdown; the next owner redoes it", "err", err)
-				break
-			}
-			return &sessionLost{fmt.Errorf("end transaction: %w", err)}
-		}
-		if !committed {
-			w.log.Info("transaction aborted (rebalance); reloading state")
-			w.dropAllRestore()
-			continue
-		}
-		w.m.committed(int(produced.Load()))
-		for _, part := range w.parts {
-			if part.touched || part.progressDue {
-				w.m.progressPublished(part, now)
-			}
-			if part.touched {
-				w.look.publish(part) // committed: lookups may count it now
-			}
-			part.touched, part.progressDue = false, false
-			w.m.observe(part)
-		}
-		if stopping {
-			break
-		}
 	}
 	return nil
 }

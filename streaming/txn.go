@@ -1,8 +1,11 @@
 package streaming
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -77,4 +80,95 @@ func (p *produceErrors) first() (*kgo.Record, int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.rec, p.n, p.err
+}
+
+// txn is what one transaction of a session produced so far. Outputs are
+// produced as they are made, so their delivery overlaps processing; End
+// only flushes the rest and commits.
+type txn struct {
+	produced atomic.Int64
+	perr     produceErrors
+	// emit produces records in the transaction; called by parallel
+	// partitions.
+	emit  func([]*kgo.Record)
+	start time.Time
+}
+
+// newTxn starts gathering the outputs of a transaction of sess.
+func newTxn(octx context.Context, sess *kgo.GroupTransactSession) *txn {
+	t := &txn{}
+	t.emit = func(rs []*kgo.Record) {
+		for _, r := range rs {
+			sess.Produce(octx, r, t.perr.promise)
+		}
+		t.produced.Add(int64(len(rs)))
+	}
+	return t
+}
+
+// emitState adds to the transaction what the touched partitions committed
+// with it: late panes, state snapshots and replay log entries, progress.
+func (w *Worker) emitState(now time.Time, emit func([]*kgo.Record)) {
+	for _, part := range w.parts {
+		if part.touched {
+			emit(w.flushLate(part))
+			emit(w.stateRecords(part, now))
+		}
+		if part.touched || part.progressDue {
+			emit(w.progressRecords(part, now))
+		}
+	}
+}
+
+// txnEnd ends the transaction t: it flushes the outputs and, when the
+// broker took them all, commits them with the state and the offsets; a
+// refused output aborts the transaction (End would commit the rest
+// regardless), and an abort by a rebalance reloads the state. An error
+// means the session is lost; while stopping, failures only end the last
+// transaction uncommitted, for the next owner to redo.
+func (w *Worker) txnEnd(ctx, octx context.Context, sess *kgo.GroupTransactSession, t *txn, now time.Time,
+	stopping bool,
+) error {
+	ectx, cancel := context.WithTimeout(octx, w.cfg.Stream.TransactionTimeout)
+	defer cancel()
+	ectx = kgo.PreTxnCommitFnContext(ectx, w.commitUnpolled)
+	if err := sess.Client().Flush(ectx); err == nil {
+		if r, n, perrFirst := t.perr.first(); perrFirst != nil {
+			cancel()
+			w.m.produceFailed(n)
+			w.log.Error("outputs refused by the broker; transaction aborted and retried", "failed", n,
+				"topic", r.Topic, "partition", r.Partition, "key_bytes", len(r.Key), "value_bytes", len(r.Value),
+				"err", perrFirst)
+			if err := w.abort(ctx, octx, sess); err != nil && !stopping {
+				return err
+			}
+			return nil
+		}
+	}
+	committed, err := sess.End(ectx, kgo.TryCommit)
+	cancel()
+	if err != nil {
+		if stopping {
+			w.log.Warn("last transaction not committed at shutdown; the next owner redoes it", "err", err)
+			return nil
+		}
+		return &sessionLost{fmt.Errorf("end transaction: %w", err)}
+	}
+	if !committed {
+		w.log.Info("transaction aborted (rebalance); reloading state")
+		w.dropAllRestore()
+		return nil
+	}
+	w.m.committed(int(t.produced.Load()))
+	for _, part := range w.parts {
+		if part.touched || part.progressDue {
+			w.m.progressPublished(part, now)
+		}
+		if part.touched {
+			w.look.publish(part) // committed: lookups may count it now
+		}
+		part.touched, part.progressDue = false, false
+		w.m.observe(part)
+	}
+	return nil
 }
