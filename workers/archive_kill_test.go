@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/kafkaconn"
 	"reckon/internal/testing/testenv"
+	"reckon/internal/testing/testlog"
 	"reckon/lake"
 	"reckon/workflows"
 )
@@ -115,14 +115,14 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 	}
 	type child struct {
 		cmd    *exec.Cmd
-		out    *lockedBuffer
+		out    *testlog.Buffer
 		prefix string // its worker identity's start: "<pid>@"
 	}
 	startChild := func(extraEnv ...string) child {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(append(os.Environ(), env...), envChild+"=1", envChildArgs+"=batch\x1f--no-start")
 		cmd.Env = append(cmd.Env, extraEnv...)
-		out := &lockedBuffer{}
+		out := &testlog.Buffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -215,22 +215,4 @@ func TestArchiveSurvivesSIGKILL(t *testing.T) {
 			t.Fatalf("offset %s archived %d times", o, c)
 		}
 	}
-}
-
-// lockedBuffer collects a child process's output; safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex // protects b
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -21,6 +21,7 @@ import (
 
 	"reckon/activities"
 	"reckon/internal/testing/promtool"
+	"reckon/internal/testing/testlog"
 )
 
 // TestBatchMetricsEndToEnd: `reckon batch` serves its figures on /metrics
@@ -150,7 +151,7 @@ func (st *truthStack) batchProcess(tb testing.TB, ctx context.Context, flags ...
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	bctx, stop := context.WithCancel(ctx)
 	done := make(chan int, 1)
 	args := append([]string{"batch", "--config", path, "--set", "metrics.addr=127.0.0.1:0"}, flags...)

@@ -12,6 +12,7 @@ import (
 
 	"reckon/internal/config"
 	"reckon/internal/testing/s3test"
+	"reckon/internal/testing/testlog"
 )
 
 // TestDevS3: `reckon dev --set dev.s3=true` supervises a SeaweedFS server
@@ -42,7 +43,7 @@ func TestDevS3(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb lockedBuffer // archive_kill_test.go
+	var out, errb testlog.Buffer // archive_kill_test.go
 	code := make(chan int, 1)
 	go func() { code <- Main(ctx, args, nil, &out, &errb, nil) }()
 	if ok, _ := pollUntil(3*time.Minute, func() (bool, string) { return strings.Contains(out.String(), "reckon dev: up."), "" }); !ok {

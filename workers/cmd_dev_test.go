@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"reckon/internal/testing/testlog"
 )
 
 // TestDevCleanStopLeavesNoPidFiles runs `reckon dev` with only its broker
@@ -40,7 +42,7 @@ func TestDevCleanStopLeavesNoPidFiles(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb lockedBuffer // archive_kill_test.go
+	var out, errb testlog.Buffer // archive_kill_test.go
 	code := make(chan int, 1)
 	go func() {
 		code <- Main(ctx, []string{"dev", "--without", "temporal,ofd,stream,batch,generate",
@@ -104,7 +106,7 @@ func TestDevStartsSQL(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb lockedBuffer
+	var out, errb testlog.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- Main(ctx, []string{"dev", "--without", "temporal,ofd,stream,batch,generate",
@@ -166,7 +168,7 @@ func TestDevOFDPortIsADevKey(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb lockedBuffer
+	var out, errb testlog.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- Main(ctx, []string{"dev", "--without", "temporal,stream,batch,generate,sql",

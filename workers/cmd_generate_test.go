@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"reckon/internal/config"
+	"reckon/internal/testing/testlog"
 	"reckon/verify/generate"
 )
 
@@ -291,7 +292,7 @@ func TestWatchProducerSaysWhenStalled(t *testing.T) {
 			}
 		})
 	}
-	var out lockedBuffer
+	var out testlog.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go watchProducer(ctx, cl.BufferedProduceRecords, acked.Load, 50*time.Millisecond, &out)

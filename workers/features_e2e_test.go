@@ -18,6 +18,7 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
+	"reckon/internal/testing/testlog"
 )
 
 // TestFeaturesArchivedOnce runs the stream worker with rolling features on
@@ -52,10 +53,10 @@ func TestFeaturesArchivedOnce(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	batch := func() (*exec.Cmd, *lockedBuffer) {
+	batch := func() (*exec.Cmd, *testlog.Buffer) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envChild+"=1", envChildArgs+"=batch\x1f--config\x1f"+path+"\x1f--set\x1fmetrics.addr=")
-		out := &lockedBuffer{}
+		out := &testlog.Buffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/event"
 	"reckon/internal/kafkaconn"
+	"reckon/internal/testing/testlog"
 	"reckon/internal/testing/verifytest"
 	"reckon/streaming/progress"
 	"reckon/verify/progresscheck"
@@ -208,7 +209,7 @@ func checkHighest(t *testing.T, panes []seenPane, stream string, from, to time.T
 // binary, see TestMain), so a test can SIGKILL it mid-transaction.
 type streamChild struct {
 	cmd    *exec.Cmd
-	out    *lockedBuffer
+	out    *testlog.Buffer
 	exited chan struct{}
 }
 
@@ -232,7 +233,7 @@ func (st *truthStack) streamProcess(t *testing.T) *streamChild {
 		}
 	}
 	cmd.Env = append(cmd.Env, envChild+"=1", envChildArgs+"=stream\x1f--config\x1f"+path)
-	c := &streamChild{cmd: cmd, out: &lockedBuffer{}, exited: make(chan struct{})}
+	c := &streamChild{cmd: cmd, out: &testlog.Buffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"reckon/internal/config"
 	"reckon/internal/temporalconn"
 	"reckon/internal/testing/testenv"
+	"reckon/internal/testing/testlog"
 )
 
 // TestWorkerStopIsNotAnActivityError: stopping the batch worker while an
@@ -27,7 +28,7 @@ import (
 func TestWorkerStopIsNotAnActivityError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var logs lockedBuffer // archive_kill_test.go
+	var logs testlog.Buffer // archive_kill_test.go
 	c := dialTestTemporal(t, ctx, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 
 	const queue = "quiet-stop"
