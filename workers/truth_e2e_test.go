@@ -58,8 +58,11 @@ var (
 // traffic with events beyond allowed lateness; the stream publishes panes;
 // too-late events trigger targeted corrections (time-to-truth measured);
 // the reconciliation runs; then for every (key, window) the highest-version
-// pane equals the truth from the generator's manifest. A 3-day replay
-// shows progress and publishes nothing new on a second run.
+// pane equals the truth from the generator's manifest — for the payments
+// stream and for payments_hop, a hopping stream on the same records (5 s
+// windows every second, docs/adr/0041), whose too-late events correct
+// every window covering them. A 3-day replay shows progress and publishes
+// nothing new on a second run.
 //
 //	make e2e   (go test ./workers -run TestTruthEndToEnd -v -args -e2e)
 func TestTruthEndToEnd(t *testing.T) {
@@ -74,7 +77,8 @@ func TestTruthEndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	st := startTruthStack(t, ctx, *uiCheck != "")
+	st := newTruthStack(t, ctx, stackOptions{withUI: *uiCheck != "", tweak: addHoppingStream})
+	st.runStream(t, ctx)
 	cfg, sets, tc, lk, obs := st.cfg, st.sets, st.tc, st.lk, st.obs
 	if err := startTruth(ctx, cfg, tc, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil { // idempotent
 		t.Fatal(err)
@@ -130,13 +134,20 @@ func TestTruthEndToEnd(t *testing.T) {
 	// the stream has purged (docs/adr/0015). The background traffic moves
 	// the watermark on; once it has purged the manifest's last window, the
 	// reconciliation of today checks every window of the traffic.
-	var lastEnd time.Time
+	var lastEnd, lastHopEnd time.Time
 	for _, w := range man.Truth {
-		if we, err := time.Parse(time.RFC3339Nano, w.WindowEnd); err == nil && we.After(lastEnd) {
-			lastEnd = we
+		last := &lastEnd
+		if w.Stream == hopStream {
+			last = &lastHopEnd
+		}
+		if we, err := time.Parse(time.RFC3339Nano, w.WindowEnd); err == nil && we.After(*last) {
+			*last = we
 		}
 	}
 	st.waitPurgedThrough(t, ctx, "payments", lastEnd)
+	// A so-far reconciliation of a hopping stream checks the windows up
+	// to a window boundary whose windows have all ended: one window more.
+	st.waitPurgedThrough(t, ctx, hopStream, lastHopEnd.Add(5*time.Second))
 	lap("stream purged the traffic's windows")
 	var total activities.TruthReport
 	for _, d := range dates {
@@ -168,9 +179,10 @@ func TestTruthEndToEnd(t *testing.T) {
 	highest := map[string]event.Pane{}
 	versions := map[string]map[int64]string{}
 	passed, failed := 0, 0
+	perStream := map[string]int{}
 	for _, p := range obs.snapshot() {
-		k := p.pane.Key + "|" + p.pane.WindowStart.UTC().Format(time.RFC3339)
-		if p.pane.Stream != "payments" || !foreground(p.pane.Key) {
+		k := p.pane.Stream + "|" + p.pane.Key + "|" + p.pane.WindowStart.UTC().Format(time.RFC3339)
+		if !foreground(p.pane.Key) {
 			continue
 		}
 		if versions[k] == nil {
@@ -192,11 +204,12 @@ func TestTruthEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k := w.Key + "|" + ws.UTC().Format(time.RFC3339)
+		k := w.Stream + "|" + w.Key + "|" + ws.UTC().Format(time.RFC3339)
 		truthKeys[k] = true
 		p, ok := highest[k]
 		if ok && p.Count == w.Count && p.Sum == w.Sum && p.Min == w.Min && p.Max == w.Max {
 			passed++
+			perStream[w.Stream]++
 			continue
 		}
 		failed++
@@ -210,10 +223,14 @@ func TestTruthEndToEnd(t *testing.T) {
 			t.Errorf("%s: pane v%d counts %d events the truth does not have", k, p.Version, p.Count)
 		}
 	}
-	result := fmt.Sprintf("e2e: %d passed, %d failed", passed, failed)
+	result := fmt.Sprintf("e2e: %d passed (%s %d, %s %d), %d failed", passed, "payments", perStream["payments"], hopStream, perStream[hopStream], failed)
 	t.Log(result)
+	if perStream[hopStream] == 0 {
+		t.Errorf("no window of %s checked", hopStream)
+	}
 	lap("check")
 	checkCuratedAgrees(t, ctx, lk, obs, "payments", foreground)
+	checkCuratedAgrees(t, ctx, lk, obs, hopStream, foreground)
 	lap("curated tables")
 
 	// Replay three days twice: progress shown; the second run publishes nothing.
@@ -238,7 +255,7 @@ func TestTruthEndToEnd(t *testing.T) {
 	sentBackground := stopBackground()
 	lap("replay x2")
 	t.Logf("background traffic during reconcile and replay: %d events", sentBackground)
-	if !strings.Contains(out1, "(stream, day)s") || len(rep1.Parts) != 6 || len(rep2.Parts) != 6 {
+	if n := 3 * len(cfg.Streams); !strings.Contains(out1, "(stream, day)s") || len(rep1.Parts) != n || len(rep2.Parts) != n {
 		t.Errorf("replay: parts %d/%d, output:\n%s", len(rep1.Parts), len(rep2.Parts), out1)
 	}
 	if rep2.Total.Corrected != 0 || after != mid {
@@ -307,6 +324,17 @@ func TestTruthEndToEnd(t *testing.T) {
 	if failed > 0 {
 		t.Fail()
 	}
+}
+
+// hopStream is the hopping stream TestTruthEndToEnd adds beside payments.
+const hopStream = "payments_hop"
+
+// addHoppingStream adds payments_hop: the payments stream's records, key,
+// value and event-time policy, its 5 s windows starting every second.
+func addHoppingStream(cfg *config.Config) {
+	s, _ := cfg.StreamByName("payments")
+	s.Name, s.Hop = hopStream, time.Second
+	cfg.Streams = append(cfg.Streams, s)
 }
 
 // truthStack is the system the batch-truth end-to-end test and
@@ -626,7 +654,7 @@ func (st *truthStack) tooLate(tb testing.TB, ctx context.Context, tr *truthTraff
 	for _, l := range lates {
 		// A redelivery the stream no longer remembered went to the late
 		// topic too; it changes no truth, so it has no time-to-truth.
-		if s, ok := tr.sends[l.eventID]; ok && !tr.redelivered[l.source] {
+		if s, ok := tr.sends[l.eventID]; ok && !tr.redelivered[l.source] && l.stream == "payments" {
 			out = append(out, s)
 		}
 	}
@@ -640,7 +668,8 @@ func (st *truthStack) tooLate(tb testing.TB, ctx context.Context, tr *truthTraff
 func (st *truthStack) timeToTruth(tooLate []sent, wait time.Duration) []time.Duration {
 	covered := func(panes []seenPane, s sent) (time.Duration, bool) {
 		for _, p := range panes {
-			if p.pane.ComputedBy == event.ComputedByBatch && p.pane.Key == s.key && p.pane.WindowStart.UTC().Format(time.RFC3339) == s.win &&
+			if p.pane.Stream == "payments" && p.pane.ComputedBy == event.ComputedByBatch && p.pane.Key == s.key &&
+				p.pane.WindowStart.UTC().Format(time.RFC3339) == s.win &&
 				p.pane.Count >= int64(s.n) && !p.at.Before(s.at) {
 				return p.at.Sub(s.at), true
 			}
@@ -811,6 +840,7 @@ func (o *paneObserver) catchUp(t testing.TB, ctx context.Context) int {
 type lateRecord struct {
 	eventID string
 	source  string // partition/offset in the raw topic
+	stream  string // the stream that found it too late
 }
 
 // readLate returns every committed record on the late topic, read to its
@@ -834,6 +864,8 @@ func readLate(t testing.TB, ctx context.Context, cfg *config.Config) []lateRecor
 				p = string(h.Value)
 			case event.HeaderSourceOffset:
 				o = string(h.Value)
+			case "reckon.stream":
+				l.stream = string(h.Value)
 			}
 		}
 		l.source = p + "/" + o

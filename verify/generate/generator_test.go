@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -607,7 +608,7 @@ func TestTargetFromConfig(t *testing.T) {
 		}
 		def := defaultTarget(s)
 		def.MaxFutureSkew, def.MaxPayloadBytes = 5*time.Minute, 1<<20
-		if tg != def {
+		if !reflect.DeepEqual(tg, def) {
 			t.Errorf("%s: config target %+v, built-in default %+v", s, tg, def)
 		}
 	}
@@ -678,5 +679,60 @@ func TestOversizedShare(t *testing.T) {
 		if k != Oversized && math.Abs(float64(n[k])-each) > 5*math.Sqrt(each) {
 			t.Errorf("%s: %d records, want about %.0f (%v)", k, n[k], each, n)
 		}
+	}
+}
+
+// TestTruthAlsoHopping: a hopping stream beside the payments stream
+// (Target.Also) gets its own truth in the manifest, every window covering
+// an event counting it, recomputed here from the JSONL alone.
+func TestTruthAlsoHopping(t *testing.T) {
+	gate := defaultGate(t)
+	o := noisy(Payments, 3000)
+	o.Target = defaultTarget(Payments)
+	o.Target.Also = []TruthStream{{Stream: "payments_hop", Window: 5 * time.Minute, Hop: time.Minute}}
+	jsonl, mb := render(t, o)
+	m, err := ReadManifest(bytes.NewReader(mb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	aggs := map[string]*event.Agg{}
+	for _, line := range bytes.Split(bytes.TrimSpace(jsonl), []byte("\n")) {
+		var env struct {
+			EventID    string         `json:"event_id"`
+			OccurredAt time.Time      `json:"occurred_at"`
+			ArrivedAt  time.Time      `json:"arrived_at"`
+			Data       map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(line, &env); err != nil {
+			t.Fatal(err)
+		}
+		if _, res := gate.Check(line, env.ArrivedAt); !res.Valid || seen[env.EventID] {
+			continue
+		}
+		seen[env.EventID] = true
+		// Naively: every minute boundary s with s ≤ et < s + 5m.
+		for s := env.OccurredAt.Truncate(time.Minute); s.Add(5 * time.Minute).After(env.OccurredAt); s = s.Add(-time.Minute) {
+			id := env.Data["user_id"].(string) + "|" + fmtTime(s)
+			if aggs[id] == nil {
+				aggs[id] = &event.Agg{}
+			}
+			aggs[id].Add(env.Data["amount"].(float64))
+		}
+	}
+	n := 0
+	for _, w := range m.Truth {
+		if w.Stream != "payments_hop" {
+			continue
+		}
+		n++
+		a := aggs[w.Key+"|"+w.WindowStart]
+		ws, _ := time.Parse(time.RFC3339Nano, w.WindowStart)
+		if a == nil || a.Count != w.Count || a.Sum != w.Sum || a.Min != w.Min || a.Max != w.Max || w.WindowEnd != fmtTime(ws.Add(5*time.Minute)) {
+			t.Fatalf("window %+v: recomputed %+v", w, a)
+		}
+	}
+	if n != len(aggs) || n < 300 {
+		t.Fatalf("manifest has %d hopping windows, JSONL %d", n, len(aggs))
 	}
 }

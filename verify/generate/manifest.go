@@ -279,15 +279,28 @@ func (rc *Recorder) Add(r Record) {
 		rc.addPart(r)
 	case r.Category.Valid() && r.Stream != "":
 		w := rc.g.o.Target.Window
-		start := r.EventTime.UTC().Truncate(w)
-		id := windowID{r.Stream, r.KeyName, start.UnixMilli()}
-		a := rc.aggs[id]
-		if a == nil {
-			a = &event.Agg{}
-			rc.aggs[id] = a
+		rc.add(windowID{r.Stream, r.KeyName, r.EventTime.UTC().Truncate(w).UnixMilli()}, r.Measure)
+		for _, ts := range rc.g.o.Target.Also {
+			// Every window covering the event: starting in (et − window, et].
+			hop := ts.Hop
+			if hop <= 0 || hop > ts.Window {
+				hop = ts.Window
+			}
+			last := r.EventTime.UTC().Truncate(hop)
+			for s := last.Add(hop - ts.Window); !s.After(last); s = s.Add(hop) {
+				rc.add(windowID{ts.Stream, r.KeyName, s.UnixMilli()}, r.Measure)
+			}
 		}
-		a.Add(r.Measure)
 	}
+}
+
+func (rc *Recorder) add(id windowID, v float64) {
+	a := rc.aggs[id]
+	if a == nil {
+		a = &event.Agg{}
+		rc.aggs[id] = a
+	}
+	a.Add(v)
 }
 
 func (rc *Recorder) addPart(r Record) {
@@ -329,10 +342,14 @@ func (rc *Recorder) Manifest(complete bool, command []string) *Manifest {
 	m := rc.m
 	m.Complete, m.Command = complete, command
 	m.Listed = slices.Clone(rc.m.Listed)
-	w := rc.g.o.Target.Window
+	windows := map[string]time.Duration{rc.g.o.Target.Stream: rc.g.o.Target.Window}
+	for _, ts := range rc.g.o.Target.Also {
+		windows[ts.Stream] = ts.Window
+	}
 	m.Truth = nil
 	for id, a := range rc.aggs {
 		start := time.UnixMilli(id.start).UTC()
+		w := windows[id.stream]
 		m.Truth = append(m.Truth, Window{
 			Stream: id.stream, Key: id.key, WindowStart: fmtTime(start), WindowEnd: fmtTime(start.Add(w)),
 			Count: a.Count, Sum: a.Sum, Min: a.Min, Max: a.Max,

@@ -151,6 +151,18 @@ type Target struct {
 	MaxFutureSkew time.Duration
 	// MaxPayloadBytes is the gate's record size limit. Default 1 MiB.
 	MaxPayloadBytes int
+	// Also are further streams reading the same records with the same key
+	// and value fields, whose windows the manifest's truth holds too (a
+	// hopping stream beside the tumbling one, docs/adr/0041). Lateness
+	// categories follow the Stream's policy only.
+	Also []TruthStream
+}
+
+// TruthStream is a stream the manifest's truth covers besides
+// Target.Stream: its windows of size Window start every Hop (0: tumbling).
+type TruthStream struct {
+	Stream      string
+	Window, Hop time.Duration
 }
 
 func defaultTarget(s Scenario) Target {
@@ -186,8 +198,16 @@ func TargetFromConfig(cfg *config.Config, s Scenario) (Target, error) {
 		if st.KeyField != key || st.ValueField != val {
 			return Target{}, fmt.Errorf("%w: stream %s aggregates %s by %s/%s, but the %s scenario writes %s/%s", ErrOptions, st.Name, typ, st.KeyField, st.ValueField, s, key, val)
 		}
+		if t.Stream != "" {
+			if st.Topic == t.Topic {
+				t.Also = append(t.Also, TruthStream{Stream: st.Name, Window: st.Window, Hop: st.Hop})
+			}
+			continue
+		}
 		t.Topic, t.Stream = st.Topic, st.Name
 		t.Window, t.OutOfOrderness, t.AllowedLateness = st.Window, st.OutOfOrderness, st.AllowedLateness
+	}
+	if t.Stream != "" {
 		return t, nil
 	}
 	return Target{}, fmt.Errorf("%w: no stream in the configuration reads event type %s (scenario %s)", ErrOptions, typ, s)
