@@ -278,6 +278,14 @@ type Dev struct {
 	S3Port int `yaml:"s3_port"`
 	// WeedBin is the pinned SeaweedFS binary (`make weed`). Default "./bin/weed".
 	WeedBin string `yaml:"weed_bin"`
+	// Demo adds DemoStreams to streams; `reckon dev` sets it for the
+	// components it starts. Default false: tests and production configs
+	// keep their own streams.
+	Demo bool `yaml:"demo"`
+	// DemoStreams are the dev stack's demonstration streams (other window
+	// kinds on the generator's records), added to streams when Demo is set
+	// and validated as streams then.
+	DemoStreams []Stream `yaml:"demo_streams"`
 }
 
 // The lake on dev.s3's server: the bucket and prefix when lake.root is
@@ -433,6 +441,9 @@ func Load(path string, environ []string, sets []string) (*Config, error) {
 		if err := Set(c, k, v); err != nil {
 			return nil, err
 		}
+	}
+	if c.Dev.Demo {
+		c.Streams = append(c.Streams, c.Dev.DemoStreams...)
 	}
 	c.fillDefaults()
 	if err := c.Validate(); err != nil {

@@ -187,3 +187,24 @@ func tumblingDigest(s Stream) string {
 		s.Topic, strings.Join(s.EventTypes, ","), s.KeyField, s.ValueField, s.Window, s.OutOfOrderness, s.AllowedLateness))
 	return hex.EncodeToString(h[:8])
 }
+
+// TestDevDemoStreams: the default config's demo streams (a hopping one)
+// join the streams only with dev.demo, which `reckon dev` sets for its
+// components; they are valid streams then.
+func TestDevDemoStreams(t *testing.T) {
+	c, err := Load("", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.StreamByName("payments_hop"); ok || len(c.Dev.DemoStreams) == 0 {
+		t.Fatalf("without dev.demo: streams %d, demo streams %d", len(c.Streams), len(c.Dev.DemoStreams))
+	}
+	n := len(c.Streams)
+	if c, err = Load("", nil, []string{"dev.demo=true"}); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := c.StreamByName("payments_hop")
+	if !ok || len(c.Streams) != n+len(c.Dev.DemoStreams) || !s.Hopping() || s.IdleTimeout != time.Minute {
+		t.Fatalf("with dev.demo: %+v", s)
+	}
+}
