@@ -167,7 +167,7 @@ bench: build temporal
 	@mkdir -p $(dir $(BENCH_RAW))
 	@echo "reckon-bench: start $$(date -u +%FT%TZ) load $$(cut -d' ' -f1-3 /proc/loadavg)" | tee $(BENCH_RAW)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime $(BENCH_N)x -cpu 1 -count $(BENCH_COUNT) ./internal/event)
-	$(call bench_step,$(BENCH_TEST) -bench 'OperatorHotPath|Dedup' -benchtime $(BENCH_N)x -cpu 1 -count $(BENCH_COUNT) ./streaming/operator)
+	$(call bench_step,$(BENCH_TEST) -bench 'OperatorHotPath|OperatorHopping|Dedup' -benchtime $(BENCH_N)x -cpu 1 -count $(BENCH_COUNT) ./streaming/operator)
 	$(call bench_step,$(BENCH_TEST) -bench 'StateBytes|Snapshot' -benchtime 1x -cpu 1 ./streaming/operator)
 	$(call bench_step,$(BENCH_TEST) -bench 'StreamEndToEnd|StreamLatency' -benchtime 1x -count $(BENCH_STREAM_COUNT) ./streaming)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 1x -cpu 1 -count $(BENCH_COUNT) ./lake)

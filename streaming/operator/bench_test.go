@@ -95,7 +95,8 @@ func BenchmarkOperatorHotPath(b *testing.B) {
 // BenchmarkOperatorHopping compares hopping windows with tumbling ones of
 // the same size in one run: 10 s windows, tumbling and advancing every 2 s
 // (the shape of Nexmark q5), count per key, the hot-path workload with a
-// 10k dedup set. A hopping event updates window/hop = 5 windows; the held
+// 10k dedup set, from decoded records and from envelope bytes (decode +
+// gate, as BenchmarkOperatorHotPath). A hopping event updates window/hop = 5 windows; the held
 // windows per key (windows/key) grow by the same factor.
 //
 //	go test ./streaming/operator -run '^$' -bench OperatorHopping -benchtime 2s -cpu 1
@@ -103,9 +104,12 @@ func BenchmarkOperatorHopping(b *testing.B) {
 	for _, c := range []struct {
 		name        string
 		window, hop time.Duration
+		gate        bool
 	}{
-		{"tumbling=10s", 10 * time.Second, 0},
-		{"hopping=10s/2s", 10 * time.Second, 2 * time.Second},
+		{"tumbling=10s", 10 * time.Second, 0, false},
+		{"hopping=10s/2s", 10 * time.Second, 2 * time.Second, false},
+		{"decode+gate+tumbling=10s", 10 * time.Second, 0, true},
+		{"decode+gate+hopping=10s/2s", 10 * time.Second, 2 * time.Second, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			o := mustNew(b, Options{Window: c.window, Hop: c.hop, OutOfOrderness: 5 * time.Second, DedupMaxEntries: 10_000})
@@ -114,7 +118,11 @@ func BenchmarkOperatorHopping(b *testing.B) {
 				id[0] = 0xff
 				o.dd.add(id, benchBase.UnixNano())
 			}
-			benchRecords(b, o)
+			if c.gate {
+				benchGatePath(b, o)
+			} else {
+				benchRecords(b, o)
+			}
 			b.ReportMetric(float64(o.Stats().Windows)/benchKeys, "windows/key")
 		})
 	}

@@ -108,6 +108,8 @@ var (
 	// reference measurements in docs/benchmarks-notes.md).
 	parquetGoDefaults = Reference{Text: "parquet-go defaults, zstd: 1.4 M rows/s incl. row building (measured before the code, one core; docs/benchmarks-notes.md)",
 		Short: "parquet-go defaults 1.4 M rows/s (docs/benchmarks-notes.md)", Value: 1_400_000}
+	flinkQ5 = Reference{Text: "Flink Nexmark q5 (hopping windows 10 s / 2 s, count per key) 22.1 K events/s/core (published)",
+		Short: "Flink Nexmark q5 22.1 K events/s/core (published)", Value: 22_100}
 	commitFloor    = Reference{Text: "the 20 ms commit interval: outputs are visible when their transaction commits, so an event waits up to one interval (the p99 cannot fall much below it)", Short: "20 ms commit interval (bounds p99 from below)"}
 	dailyReconcile = Reference{Text: "without targeted corrections: the daily reconciliation at 02:00 UTC, i.e. hours"}
 	dailyFinal     = Reference{Text: "without the finalizer: final at the daily reconciliation at 02:00 UTC, i.e. hours"}
@@ -115,6 +117,7 @@ var (
 
 const (
 	opHot  = "BenchmarkOperatorHotPath/"
+	opHop  = "BenchmarkOperatorHopping/"
 	hourly = "BenchmarkHourly/"
 	recomp = "BenchmarkRecomputeDay/"
 	zrep   = "BenchmarkZReportThroughput"
@@ -141,6 +144,20 @@ var Suite = []Section{
 			{Case: "records already decoded: dedup (10k ids) + window", Reckon: fig(pkgOperator, opHot+"dedup=10k+window", "cpu-events/s")},
 			{Case: "dedup set alone, 1M ids", Reckon: fig(pkgOperator, "BenchmarkDedup/1000000", "cpu-events/s")},
 			{Case: "dedup set alone, 10k ids", Reckon: fig(pkgOperator, "BenchmarkDedup/10000", "cpu-events/s")},
+		},
+	},
+	{
+		Title: "Window kinds, one core",
+		Goal:  "≥ 500,000 events/s/core for hopping windows, decode and gate included",
+		About: "Nexmark q5's shape: count per key over 10 s windows advancing every 2 s (an event updates 5 windows; docs/adr/0041), beside tumbling 10 s windows in the same run; 10,000 keys, a 10k dedup set, `-cpu 1`, figures per CPU-second. windows/key: the windows held per key (state grows with window/hop).",
+		Rows: []Row{
+			{Case: "**decode + gate + hopping 10 s / 2 s**", Reckon: fig(pkgOperator, opHop+"decode+gate+hopping=10s/2s", "cpu-events/s"), Ref: flinkQ5,
+				Goal: &Goal{Text: "≥ 500,000 events/s/core", Kind: AtLeast, Value: 500_000}},
+			{Case: "decode + gate + tumbling 10 s (same run)", Reckon: fig(pkgOperator, opHop+"decode+gate+tumbling=10s", "cpu-events/s"), Ref: flinkQ5},
+			{Case: "records already decoded: hopping 10 s / 2 s", Reckon: fig(pkgOperator, opHop+"hopping=10s/2s", "cpu-events/s")},
+			{Case: "records already decoded: tumbling 10 s", Reckon: fig(pkgOperator, opHop+"tumbling=10s", "cpu-events/s")},
+			{Case: "windows held per key, hopping", Reckon: fig(pkgOperator, opHop+"hopping=10s/2s", "windows/key")},
+			{Case: "windows held per key, tumbling", Reckon: fig(pkgOperator, opHop+"tumbling=10s", "windows/key")},
 		},
 	},
 	{
