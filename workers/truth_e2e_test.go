@@ -98,7 +98,7 @@ func TestTruthEndToEnd(t *testing.T) {
 	// pane committed.
 	tooLate, lates := st.tooLate(t, ctx, tr)
 	t.Logf("the stream sent %d records to %s: %d new events (generator intended %d beyond lateness), the rest redeliveries", lates, cfg.Topics.Late, len(tooLate), man.Counts.ByCategory[generate.BeyondLateness])
-	ttt := st.timeToTruth(tooLate, 60*time.Second)
+	ttt := st.timeToTruth(tooLate, 2*time.Minute) // a bound, not a goal: two streams correct at once on a loaded machine
 	lap("targeted corrections")
 	if len(tooLate) == 0 || len(ttt) < len(tooLate) {
 		t.Errorf("targeted corrections covered %d of %d too-late events", len(ttt), len(tooLate))
