@@ -172,7 +172,7 @@ bench: build temporal
 	$(call bench_step,$(BENCH_TEST) -bench 'StreamEndToEnd|StreamLatency' -benchtime 1x -count $(BENCH_STREAM_COUNT) ./streaming)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 1x -cpu 1 -count $(BENCH_COUNT) ./lake)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 200000x -cpu 1 ./verify/generate)
-	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_ROWS) RECKON_BENCH_DAY_ROWS=$(BENCH_DAY_ROWS) $(BENCH_TEST) -bench 'Hourly|RecomputeDay' -benchtime 1x -count $(BENCH_COUNT))
+	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_ROWS) RECKON_BENCH_DAY_ROWS=$(BENCH_DAY_ROWS) $(BENCH_TEST) -bench 'Hourly|RecomputeDay|FeatureTruthDay' -benchtime 1x -count $(BENCH_COUNT))
 	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_LAKEQ_ROWS) RECKON_BENCH_BIN=$(BIN)/reckon $(BENCH_TEST) -bench LakeQueryProcess -benchtime 1x -count $(BENCH_COUNT))
 	$(call bench_step,RECKON_BENCH_PACE_SPEED=$(BENCH_PACE_SPEED) $(GO) test -run '^$$' -v -timeout 60m -bench CompactPace -benchtime 1x ./tools/compactpace)
 	$(call bench_step,RECKON_BENCH_ROWS=$(BENCH_SQL_ROWS) $(BENCH_TEST) -tags duckdb_arrow -bench 'FlightSQL' -benchtime 1x -cpu 2 -count $(BENCH_COUNT) ./sqlserve)

@@ -117,13 +117,13 @@ func (s *featureScope) has(key string, et int64) bool {
 }
 
 // featurePoint is one valid event of the scan: its key (the fold's id),
-// event time (nanoseconds), value, id and position in scan order.
+// event time (nanoseconds), value and position in scan order (its id is
+// the dedup's at that position).
 type featurePoint struct {
 	key int32
+	pos int32
 	et  int64
 	v   float64
-	id  [16]byte
-	pos int32
 }
 
 // foldFeatures computes the true rolling feature of every event of st in
@@ -180,7 +180,7 @@ func (a *BatchTruth) foldFeatures(ctx context.Context, st config.Stream, scope f
 				remap[sk] = int32(len(keys))
 			}
 			dedup.add(id)
-			pts = append(pts, featurePoint{key: remap[sk] - 1, et: occ * 1000, v: v, id: id, pos: int32(len(pts))})
+			pts = append(pts, featurePoint{key: remap[sk] - 1, et: occ * 1000, v: v, pos: int32(len(pts))})
 			return nil
 		})
 	if err != nil {
@@ -191,14 +191,19 @@ func (a *BatchTruth) foldFeatures(ctx context.Context, st config.Stream, scope f
 	}
 	dup := dedup.repeats()
 	uniq := pts[:0]
+	inScope := 0
 	for i := range pts {
 		if !dup[i] {
 			uniq = append(uniq, pts[i])
+			if scope.has(keys[pts[i].key], pts[i].et) {
+				inScope++
+			}
 		}
 	}
-	// By key, then event time, ties in scan order.
+	// By key (the order keys were first scanned in: the rows are sorted
+	// when written), then event time, ties in scan order.
 	slices.SortFunc(uniq, func(x, y featurePoint) int {
-		if c := cmp.Compare(keys[x.key], keys[y.key]); c != 0 {
+		if c := cmp.Compare(x.key, y.key); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(x.et, y.et); c != 0 {
@@ -206,22 +211,38 @@ func (a *BatchTruth) foldFeatures(ctx context.Context, st config.Stream, scope f
 		}
 		return cmp.Compare(x.pos, y.pos)
 	})
-	var out []lake.FeatureTruthRow
+	// The rows, allocated once, their event ids one string.
+	f := featureOut{rows: make([]lake.FeatureTruthRow, 0, inScope), ids: make([]byte, 0, 36*inScope),
+		stream: st.Name, roll: roll, computedAt: computedAt.UnixMicro(), trigger: trigger, dedup: &dedup}
 	for lo := 0; lo < len(uniq); {
 		hi := lo + 1
 		for hi < len(uniq) && uniq[hi].key == uniq[lo].key {
 			hi++
 		}
-		out = appendKeyTruth(out, st.Name, keys[uniq[lo].key], uniq[lo:hi], roll, &scope, computedAt, trigger)
+		f.appendKey(keys[uniq[lo].key], uniq[lo:hi], &scope)
 		lo = hi
 	}
-	return out, nil
+	text := string(f.ids)
+	for i := range f.rows {
+		f.rows[i].EventID = text[36*i : 36*(i+1)]
+	}
+	return f.rows, nil
 }
 
-// appendKeyTruth appends the truth row of every point of one key's sorted
+// featureOut collects a fold's truth rows.
+type featureOut struct {
+	rows       []lake.FeatureTruthRow
+	ids        []byte // the rows' event ids, 36 bytes each
+	stream     string
+	roll       int64
+	computedAt int64
+	trigger    string
+	dedup      *chunkDedup // the scan's ids, by position
+}
+
+// appendKey appends the truth row of every point of one key's sorted
 // points that the scope holds.
-func appendKeyTruth(out []lake.FeatureTruthRow, stream, key string, pts []featurePoint, roll int64,
-	scope *featureScope, computedAt time.Time, trigger string) []lake.FeatureTruthRow {
+func (f *featureOut) appendKey(key string, pts []featurePoint, scope *featureScope) {
 	lo, hi := 0, 0
 	for i := range pts {
 		at := pts[i].et
@@ -230,7 +251,7 @@ func appendKeyTruth(out []lake.FeatureTruthRow, stream, key string, pts []featur
 		}
 		// (at − roll, at]: lo the first point after at − roll, hi the
 		// first after at (ties of at, later in scan order, included).
-		start := subSatNanos(at, roll)
+		start := subSatNanos(at, f.roll)
 		for lo < len(pts) && pts[lo].et <= start {
 			lo++
 		}
@@ -242,12 +263,12 @@ func appendKeyTruth(out []lake.FeatureTruthRow, stream, key string, pts []featur
 		for j := lo; j < hi; j++ {
 			s += pts[j].v
 		}
-		out = append(out, lake.FeatureTruthRow{
-			Stream: stream, Key: key, EventID: uuidString(pts[i].id), EventTime: at / 1000, SizeNS: roll,
-			Count: int64(hi - lo), Sum: s, ComputedAt: computedAt.UnixMicro(), Trigger: trigger,
+		f.ids = appendUUID(f.ids, f.dedup.ids[pts[i].pos].id)
+		f.rows = append(f.rows, lake.FeatureTruthRow{
+			Stream: f.stream, Key: key, EventTime: at / 1000, SizeNS: f.roll,
+			Count: int64(hi - lo), Sum: s, ComputedAt: f.computedAt, Trigger: f.trigger,
 		})
 	}
-	return out
 }
 
 // subSatNanos is a − b, saturating at the int64 range (the operator's
@@ -259,9 +280,9 @@ func subSatNanos(a, b int64) int64 {
 	return a - b
 }
 
-// uuidString is the canonical text of a UUID (lower-case hex, 8-4-4-4-12):
-// the only form the lake holds.
-func uuidString(id [16]byte) string {
+// appendUUID appends the canonical text of a UUID (lower-case hex,
+// 8-4-4-4-12): the only form the lake holds.
+func appendUUID(dst []byte, id [16]byte) []byte {
 	var b [36]byte
 	hex.Encode(b[0:8], id[0:4])
 	b[8] = '-'
@@ -272,7 +293,7 @@ func uuidString(id [16]byte) string {
 	hex.Encode(b[19:23], id[8:10])
 	b[23] = '-'
 	hex.Encode(b[24:36], id[10:16])
-	return string(b[:])
+	return append(dst, b[:]...)
 }
 
 // recomputeFeatures is RecomputeWindows' feature half, for a stream with
@@ -366,4 +387,19 @@ func servedBefore(a, b *lake.FeatureRow) bool {
 		return a.KafkaPartition < b.KafkaPartition
 	}
 	return a.KafkaOffset < b.KafkaOffset
+}
+
+// FeatureTruthRows is the true rolling feature of every event of in's
+// scope, as a recompute by a computes it (without comparing or writing):
+// for benchmarks and tools. A function, not a method: the worker registers
+// BatchTruth's methods as activities.
+func FeatureTruthRows(ctx context.Context, a *BatchTruth, in RecomputeInput) ([]lake.FeatureTruthRow, error) {
+	st, ok := a.Cfg.StreamByName(in.Stream)
+	if !ok {
+		return nil, badInput("unknown stream %q", in.Stream)
+	}
+	if st.Rolling <= 0 {
+		return nil, badInput("stream %s has no rolling features", st.Name)
+	}
+	return a.foldFeatures(ctx, st, featureScopeOf(in, st.Window, st.Rolling), a.now().UTC(), in.Trigger)
 }

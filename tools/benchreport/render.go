@@ -502,6 +502,10 @@ func unitOf(u string) unitInfo {
 		return unitInfo{"events/CPU-s", kindRate}
 	case "rows/cpu-s":
 		return unitInfo{"rows/CPU-s", kindRate}
+	case "events/cpu-s":
+		return unitInfo{"events/CPU-s", kindRate}
+	case "peak-rss-B":
+		return unitInfo{"", kindBytes}
 	case "bare-signals/s":
 		return unitInfo{"signals/s", kindRate}
 	case "spread-parts/s":

@@ -120,6 +120,7 @@ const (
 	opHop  = "BenchmarkOperatorHopping/"
 	hourly = "BenchmarkHourly/"
 	recomp = "BenchmarkRecomputeDay/"
+	feat   = "BenchmarkFeatureTruthDay/"
 	zrep   = "BenchmarkZReportThroughput"
 	ttt    = "BenchmarkTimeToTruth"
 	ttf    = "BenchmarkTimeToFinal"
@@ -247,6 +248,24 @@ var Suite = []Section{
 			{Case: "**wall clock per day**", Reckon: fig(pkgInterop, recomp+"reckon", "ns/op"), Ref: ref(pkgInterop, recomp+"duckdb", "ns/op"),
 				Goal: &Goal{Text: "≤ 1.0× DuckDB's time", Kind: TimeRatioAtMost, Value: 1.0}},
 			{Case: "windows checked", Reckon: fig(pkgInterop, recomp+"reckon", "windows")},
+		},
+	},
+	{
+		Title: "Feature truth of a day vs DuckDB",
+		Goal:  "≤ 1.0× DuckDB's time",
+		About: "One UTC day of the payments stream (RECKON_BENCH_DAY_ROWS raw rows, 1% redeliveries, 10,000 users): " +
+			"reckon computes every event's true 60 s rolling count and sum as a recompute does (`activities.FeatureTruthRows`: " +
+			"scan, dedup, sort per key, one pass; docs/adr/0038-feature-truth.md); DuckDB (`SET threads = 1`) computes the " +
+			"same with `count(*)`/`sum(value) OVER (PARTITION BY key ORDER BY occurred_at RANGE BETWEEN INTERVAL 59999999 " +
+			"MICROSECONDS PRECEDING AND CURRENT ROW)` after a `row_number()` dedup, over the same files. The answers are " +
+			"checked equal event by event before timing. peak-rss-B: how far each raised the process's peak resident memory.",
+		Rows: []Row{
+			{Case: "events per CPU-second", Reckon: fig(pkgInterop, feat+"reckon", "events/cpu-s"),
+				Ref: ref(pkgInterop, feat+"duckdb", "events/cpu-s")},
+			{Case: "**wall clock per day**", Reckon: fig(pkgInterop, feat+"reckon", "ns/op"), Ref: ref(pkgInterop, feat+"duckdb", "ns/op"),
+				Goal: &Goal{Text: "≤ 1.0× DuckDB's time", Kind: TimeRatioAtMost, Value: 1.0}},
+			{Case: "peak memory added", Reckon: fig(pkgInterop, feat+"reckon", "peak-rss-B"),
+				Ref: ref(pkgInterop, feat+"duckdb", "peak-rss-B")},
 		},
 	},
 	{
