@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -172,4 +173,50 @@ func TestLookupConcurrent(t *testing.T) {
 	if r, _ := l.At("k0", at); r.Agg.Count != 6667 || !r.Known {
 		t.Fatalf("k0 after all publishes: %+v, want 6667 events", r)
 	}
+}
+
+// BenchmarkLookupAt measures one feature lookup in process (Lookup.At, the
+// read the HTTP handler makes): 10,000 keys with 60 s rolling buffers of
+// payments-like traffic (a handful of events each), a random key per
+// lookup, its window ending at the watermark. Each lookup is timed on its
+// own: p50-ns and p99-ns are the distribution, ns/op includes the timer.
+func BenchmarkLookupAt(b *testing.B) {
+	o := mustNew(b, Options{Stream: "p", Rolling: time.Minute, OutOfOrderness: 5 * time.Second,
+		DedupTTL: time.Hour, DedupMaxEntries: 1 << 20})
+	var out Out
+	const keys, events = 10_000, 200_000
+	for i := range events {
+		et := t0.Add(time.Duration(i) * time.Millisecond) // 1,000 events/s of event time
+		process(b, o, rec(i+1, fmt.Sprint("user", (i*7919)%keys), et, et, float64(1000+i%5000)), &out)
+		out.Reset()
+	}
+	l := NewLookup()
+	o.PublishTo(l)
+	at := t0.Add(events * time.Millisecond)
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprint("user", i)
+	}
+	lat := make([]int64, 0, b.N)
+	rng := rand.New(rand.NewPCG(1, 1))
+	counted := int64(0)
+	b.ResetTimer()
+	for range b.N {
+		k := names[rng.IntN(keys)]
+		t := time.Now()
+		r, err := l.At(k, at)
+		lat = append(lat, int64(time.Since(t)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		counted += r.Agg.Count
+	}
+	b.StopTimer()
+	if counted == 0 {
+		b.Fatal("every lookup empty")
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2]), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
+	b.ReportMetric(float64(counted)/float64(b.N), "events/lookup")
 }

@@ -112,6 +112,7 @@ var (
 		Short: "Flink Nexmark q5 22.1 K events/s/core (published)", Value: 22_100}
 	commitFloor    = Reference{Text: "the 20 ms commit interval: outputs are visible when their transaction commits, so an event waits up to one interval (the p99 cannot fall much below it)", Short: "20 ms commit interval (bounds p99 from below)"}
 	dailyReconcile = Reference{Text: "without targeted corrections: the daily reconciliation at 02:00 UTC, i.e. hours"}
+	feastOnline    = Reference{Text: "Feast online store on Redis: p99 < 1.5 ms (published benchmark)", Short: "Feast/Redis p99 < 1.5 ms (published)"}
 	dailyFinal     = Reference{Text: "without the finalizer: final at the daily reconciliation at 02:00 UTC, i.e. hours"}
 )
 
@@ -128,6 +129,10 @@ const (
 	lakeq  = "BenchmarkLakeQueryProcess/"
 	pace   = "BenchmarkCompactPace"
 )
+
+// lookHTTP is the loopback lookup benchmark (a const of its own: the
+// block above is everyone's).
+const lookHTTP = "BenchmarkLookupHTTP"
 
 // Suite is the report's sections, in order.
 var Suite = []Section{
@@ -202,6 +207,25 @@ var Suite = []Section{
 			{Case: "**p99**", Reckon: fig(pkgStream, "BenchmarkStreamLatency", "p99-ms"), Ref: commitFloor,
 				Goal: &Goal{Text: "< 50 ms", Kind: Below, Value: 50}},
 			{Case: "p50", Reckon: fig(pkgStream, "BenchmarkStreamLatency", "p50-ms"), Ref: commitFloor},
+		},
+	},
+	{
+		Title: "Feature lookups (ADR 0040)",
+		Goal:  "p99 ≤ 1 ms over loopback HTTP at 10,000 requests/s; the stream's end-to-end figure with lookups running within 10 % of the figure without",
+		About: "In process: `Lookup.At` for a random one of 10,000 keys with 60 s rolling buffers (6 events each), each call timed. Over loopback HTTP: a worker that processed 20,000 payment events answers `GET /v1/features/payments/<user>?at=<watermark>` to wrk (Debian package; the row is empty without it) for 5 s from 24 connections each waiting 2 ms after an answer (wrk holds no constant rate: at most 12,000 requests/s offered), latency as wrk measures it; worker CPU per request from the process's CPU time. End to end: the stream benchmark above with the worker serving lookups and a client offering 1,000 lookups/s (open loop) for the whole run, beside the figure without lookups from the same run.",
+		Rows: []Row{
+			{Case: "in process, p50", Reckon: fig(pkgOperator, "BenchmarkLookupAt", "p50-ns"), Ref: feastOnline},
+			{Case: "in process, p99", Reckon: fig(pkgOperator, "BenchmarkLookupAt", "p99-ns"), Ref: feastOnline},
+			{Case: "**loopback HTTP (wrk), p99**", Reckon: fig(pkgStream, lookHTTP, "p99-ms"), Ref: feastOnline,
+				Goal: &Goal{Text: "p99 ≤ 1 ms", Kind: Below, Value: 1.0001}},
+			{Case: "loopback HTTP (wrk), p50", Reckon: fig(pkgStream, lookHTTP, "p50-ms"), Ref: feastOnline},
+			{Case: "loopback HTTP, requests/s reached (10,000 offered at most)", Reckon: fig(pkgStream, lookHTTP, "req/s"),
+				Ref: Reference{Text: "10,000 requests/s (issue 29)", Value: 10_000}},
+			{Case: "worker CPU per request", Reckon: fig(pkgStream, lookHTTP, "cpu-us/req")},
+			{Case: "**stream end to end with 1,000 lookups/s** vs without", Reckon: fig(pkgStream, "BenchmarkStreamEndToEndLookups", "events/s"),
+				Ref: ref(pkgStream, "BenchmarkStreamEndToEnd", "events/s"), Goal: &Goal{Text: "≥ 0.9× the figure without", Kind: RatioAtLeast, Value: 0.9}},
+			{Case: "lookups answered/s during that run", Reckon: fig(pkgStream, "BenchmarkStreamEndToEndLookups", "lookups/s")},
+			{Case: "lookup p99 during that run (the stream saturating both cores)", Reckon: fig(pkgStream, "BenchmarkStreamEndToEndLookups", "lookup-p99-ms")},
 		},
 	},
 	{
