@@ -71,23 +71,27 @@ tree-check:
 # output whole when it ends). Most of a test step's time is waiting — on
 # the dev server, kfake, event-time windows of seconds — so on two cores
 # the steps overlap instead of queueing: one after the other they took
-# 746 s on a fresh clone. ./workers (the longest package, ~280 s) runs apart
-# from the other packages so it starts at once instead of after them.
+# 746 s on a fresh clone. The longest packages (at load 25-30: ./workers
+# ~280 s, ./streaming ~170 s, ./lake ~120 s) run apart from the others, so
+# they start at once instead of after them (go test starts packages in
+# import-path order, two at a time on two cores).
 TEST_ENV := RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) RECKON_TEST_WEED_BIN=$(WEED) RECKON_TEST_REQUIRE_S3=1 \
 	RECKON_TEST_REQUIRE_COMPOSE=1 RECKON_TEST_REQUIRE_PROMTOOL=1
-TEST_STEPS := build test-go test-workers test-e2e test-sql test-interop
+TEST_APART := workers streaming lake
+TEST_STEPS := build test-go $(addprefix test-apart-,$(TEST_APART)) test-e2e test-sql test-interop
 .PHONY: $(TEST_STEPS)
 test: temporal weed tree-check vet
 	@start=$$(date +%s); $(MAKE) --no-print-directory -j -O $(TEST_STEPS); rc=$$?; \
 	echo "== make test: exit $$rc, wall $$(( $$(date +%s) - start ))s after vet"; exit $$rc
 
 test-go:
-	@echo "== every package but ./workers"
-	$(TEST_ENV) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -vx 'reckon/workers')
+	@echo "== every package but $(TEST_APART)"
+	$(TEST_ENV) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) \
+		$$($(GO) list ./... | grep -vxE 'reckon/($(subst $(eval) ,|,$(TEST_APART)))')
 
-test-workers:
-	@echo "== ./workers"
-	$(TEST_ENV) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./workers
+$(addprefix test-apart-,$(TEST_APART)): test-apart-%:
+	@echo "== ./$*"
+	$(TEST_ENV) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./$*
 
 test-e2e:
 	@echo "== end to end: batch truth (make e2e), windows final under steady traffic, 1,000 Z-report shifts"
