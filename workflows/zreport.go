@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -85,30 +86,43 @@ func (in ZReportInput) withDefaults() ZReportInput {
 
 // ZReport is the entity workflow of one business key, ID
 // zreport/<fiscal_drive>/<shift>: it collects parts (signals
-// ZReportSignalParts and ZReportSignalPart) in any order, lets the pure zreport.State decide, and
-// carries out its decisions — publishing changelogs and final versions
-// (local activity PublishZReport), asking the operator for a missing OFD
-// document at the deadline (activity RequestOFD) — until the entity is
-// final and past its retention and linger. Timers are absolute, computed
-// from the data, so they survive restarts, deploys and continue-as-new. It
-// returns the final state.
+// ZReportSignalParts and ZReportSignalPart) in any order, lets the pure
+// zreport.State decide, and carries out its decisions — publishing
+// changelogs and final versions (local activity PublishZReport), asking
+// the operator for a missing OFD document at the deadline (activity
+// RequestOFD) — until the entity is final and past its retention and
+// linger. Timers are absolute, computed from the data, so they survive
+// restarts, deploys and continue-as-new. It returns the final state.
+//
+// It has samples-go's entity shape: newEntity sets up the handlers and the
+// state, run is the loop, shouldContinueAsNew decides when the history
+// starts over.
 func ZReport(ctx workflow.Context, in ZReportInput) (*zreport.State, error) {
+	e, err := newEntity(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return e.run()
+}
+
+// newEntity validates in, registers the state query and restores the
+// entity: from in.State after continue-as-new, else from the latest
+// version published to the lake, else new.
+func newEntity(ctx workflow.Context, in ZReportInput) (*entity, error) {
 	in = in.withDefaults()
 	if err := in.Key.Validate(); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeZReportInput, err)
 	}
-	var a *activities.ZReport
-	log := workflow.GetLogger(ctx)
-	st := in.State
+	e := &entity{ctx: ctx, in: in, st: in.State, log: workflow.GetLogger(ctx)}
 	if err := workflow.SetQueryHandler(ctx, ZReportQueryState, func() (zreport.View, error) {
-		if st == nil {
+		if e.st == nil {
 			return zreport.New(in.Key, in.Policy).View(), nil
 		}
-		return st.View(), nil
+		return e.st.View(), nil
 	}); err != nil {
 		return nil, err
 	}
-	local := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+	e.local = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		// Kafka or the lake being down stalls the entity, never loses a
 		// publication: retry until it works. The SDK caps the retries at
@@ -117,24 +131,18 @@ func ZReport(ctx workflow.Context, in ZReportInput) (*zreport.State, error) {
 		// parts back (docs/adr/0037-zreport-parts-recoverable.md), so the
 		// retries are not capped for any real outage.
 		ScheduleToCloseTimeout: localRetryForever,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
+		},
 	})
-	if st == nil {
-		var prev *zreport.Aggregate
-		if err := workflow.ExecuteLocalActivity(local, a.LoadZReport, in.Key, in.ClosedHint).Get(ctx, &prev); err != nil {
+	if e.st == nil {
+		st, err := e.restore()
+		if err != nil {
 			return nil, err
 		}
-		st = zreport.New(in.Key, in.Policy)
-		if prev != nil {
-			restored, err := zreport.Restore(prev, in.Policy)
-			if err != nil {
-				return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeZReportInput, err)
-			}
-			st = restored
-			log.Info("restored from the lake", "version", st.Version, "status", st.Status())
-		}
+		e.st = st
 	}
-	ofdCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	e.ofdCtx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: in.OFD.Timeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: in.OFD.Backoff, BackoffCoefficient: 2, MaximumInterval: time.Minute,
@@ -142,127 +150,184 @@ func ZReport(ctx workflow.Context, in ZReportInput) (*zreport.State, error) {
 			NonRetryableErrorTypes: []string{activities.ErrTypeOFDClient, activities.ErrTypeOFDBadDocument},
 		},
 	})
+	e.sig = workflow.GetSignalChannel(ctx, ZReportSignalPart)
+	e.batch = workflow.GetSignalChannel(ctx, ZReportSignalParts)
+	return e, nil
+}
 
-	e := &entity{ctx: ctx, st: st, in: in}
-	sig := workflow.GetSignalChannel(ctx, ZReportSignalPart)
-	batch := workflow.GetSignalChannel(ctx, ZReportSignalParts)
-	pendingSignals := func() int { return sig.Len() + batch.Len() }
-	var (
-		ofd         workflow.Future // the operator request in flight
-		timer       workflow.Future // the pending deadline's timer
-		timerAt     time.Time
-		cancelTimer workflow.CancelFunc
-		wantCAN     bool
-	)
+// restore loads the latest version the lake holds of the entity's key
+// (an earlier run's), or returns a new State.
+func (e *entity) restore() (*zreport.State, error) {
+	var a *activities.ZReport
+	var prev *zreport.Aggregate
+	load := workflow.ExecuteLocalActivity(e.local, a.LoadZReport, e.in.Key, e.in.ClosedHint)
+	if err := load.Get(e.ctx, &prev); err != nil {
+		return nil, err
+	}
+	if prev == nil {
+		return zreport.New(e.in.Key, e.in.Policy), nil
+	}
+	st, err := zreport.Restore(prev, e.in.Policy)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrTypeZReportInput, err)
+	}
+	e.log.Info("restored from the lake", "version", st.Version, "status", st.Status())
+	return st, nil
+}
+
+// run is the entity's loop: take the parts received, fire the deadlines
+// due, publish, ask the operator when a deadline says so, then close,
+// continue as new, or wait for the next signal, deadline or answer.
+func (e *entity) run() (*zreport.State, error) {
+	var a *activities.ZReport
 	for {
-		// Single parts first: a bridge that coalesces sends only batches,
-		// so single parts received in the same task come from a bridge of
-		// the version before (docs/adr/0021-zreport-coalescing.md).
-		for {
-			var p zreport.Part
-			if !sig.ReceiveAsync(&p) {
-				break
-			}
-			e.part(p)
-		}
-		for {
-			var ps []zreport.Part
-			if !batch.ReceiveAsync(&ps) {
-				break
-			}
-			e.parts(ps)
-		}
-		now := workflow.Now(ctx)
-		requestOFD := false
-		// While the operator is being asked, no other deadline fires: its
-		// answer comes first, as in `reckon zreport simulate`, so a request
-		// due together with the retention can still complete the key.
-		for ofd == nil && !requestOFD {
-			t, ok := e.st.NextTimer()
-			if !ok || t.Kind == zreport.TimerClose || t.At.After(now) {
-				break
-			}
-			out := e.st.Fire(t.Kind, now)
-			e.outcome(out)
-			requestOFD = out.RequestOFD
-			if out == (zreport.Outcome{}) {
-				break // cannot happen: a due timer always acts; never spin
-			}
-		}
-		if err := e.publish(local, a); err != nil {
+		e.receiveAsync()
+		now := workflow.Now(e.ctx)
+		requestOFD := e.fireDue(now)
+		if err := e.publish(e.local, a); err != nil {
 			return nil, err
 		}
 		if requestOFD {
-			log.Info("requesting the OFD document from the operator", "requests", e.st.OFD.Requests)
-			ofd = workflow.ExecuteActivity(ofdCtx, a.RequestOFD, in.Key)
+			e.log.Info("requesting the OFD document from the operator", "requests", e.st.OFD.Requests)
+			e.ofd = workflow.ExecuteActivity(e.ofdCtx, a.RequestOFD, e.in.Key)
 		}
 		e.describe()
+		if e.ofd == nil && e.closing(now) {
+			e.log.Info("entity closing", "status", e.st.Status(), "version", e.st.Version)
+			return e.st, nil
+		}
+		if e.shouldContinueAsNew() {
+			if e.pendingSignals() == 0 {
+				next := e.in
+				next.State = e.st
+				return nil, workflow.NewContinueAsNewError(e.ctx, ZReportWorkflow, next)
+			}
+			e.wantCAN = true // drain the signals first
+			continue
+		}
+		e.await(now)
+	}
+}
 
-		if ofd == nil {
-			info := workflow.GetInfo(ctx)
-			if t, ok := e.st.NextTimer(); ok && t.Kind == zreport.TimerClose && !t.At.After(now) && pendingSignals() == 0 {
-				log.Info("entity closing", "status", e.st.Status(), "version", e.st.Version)
-				return e.st, nil
-			}
-			if wantCAN || info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= in.HistoryLimit {
-				if pendingSignals() == 0 {
-					next := in
-					next.State = e.st
-					return nil, workflow.NewContinueAsNewError(ctx, ZReportWorkflow, next)
-				}
-				wantCAN = true // drain the signals first
-				continue
-			}
-		} else if info := workflow.GetInfo(ctx); info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= in.HistoryLimit {
-			wantCAN = true // after the request completes
+// receiveAsync applies the parts already received. Single parts first: a
+// bridge that coalesces sends only batches, so single parts received in
+// the same task come from a bridge of the version before
+// (docs/adr/0021-zreport-coalescing.md).
+func (e *entity) receiveAsync() {
+	for {
+		var p zreport.Part
+		if !e.sig.ReceiveAsync(&p) {
+			break
 		}
+		e.part(p)
+	}
+	for {
+		var ps []zreport.Part
+		if !e.batch.ReceiveAsync(&ps) {
+			break
+		}
+		e.parts(ps)
+	}
+}
 
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(sig, func(c workflow.ReceiveChannel, _ bool) {
-			var p zreport.Part
-			c.Receive(ctx, &p)
-			e.part(p)
-		})
-		sel.AddReceive(batch, func(c workflow.ReceiveChannel, _ bool) {
-			var ps []zreport.Part
-			c.Receive(ctx, &ps)
-			e.parts(ps)
-		})
-		// A request in flight, or a close deadline already passed, means
-		// only the operator's answer or signals are awaited: no timer, or
-		// the loop would spin.
-		if t, ok := e.st.NextTimer(); ok && ofd == nil && (t.Kind != zreport.TimerClose || t.At.After(now)) {
-			if timer == nil || !t.At.Equal(timerAt) {
-				if cancelTimer != nil {
-					cancelTimer()
-				}
-				tctx, cancel := workflow.WithCancel(ctx)
-				timer, timerAt, cancelTimer = workflow.NewTimer(tctx, max(t.At.Sub(now), 0)), t.At, cancel
+// fireDue fires the deadlines due at now and reports whether one asks
+// for the OFD document. While the operator is being asked, no other
+// deadline fires: its answer comes first, as in `reckon zreport
+// simulate`, so a request due together with the retention can still
+// complete the key.
+func (e *entity) fireDue(now time.Time) (requestOFD bool) {
+	for e.ofd == nil && !requestOFD {
+		t, ok := e.st.NextTimer()
+		if !ok || t.Kind == zreport.TimerClose || t.At.After(now) {
+			break
+		}
+		out := e.st.Fire(t.Kind, now)
+		e.outcome(out)
+		requestOFD = out.RequestOFD
+		if out == (zreport.Outcome{}) {
+			break // cannot happen: a due timer always acts; never spin
+		}
+	}
+	return requestOFD
+}
+
+// closing reports whether the entity's close deadline has passed with
+// no signal waiting.
+func (e *entity) closing(now time.Time) bool {
+	t, ok := e.st.NextTimer()
+	return ok && t.Kind == zreport.TimerClose && !t.At.After(now) && e.pendingSignals() == 0
+}
+
+// shouldContinueAsNew reports whether the run should start over with its
+// state: Temporal suggests it, the history reached in.HistoryLimit, or an
+// earlier round wanted to. Never while the operator is being asked: then
+// it is wanted once the request completes.
+func (e *entity) shouldContinueAsNew() bool {
+	info := workflow.GetInfo(e.ctx)
+	limit := info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() >= e.in.HistoryLimit
+	if e.ofd != nil {
+		if limit {
+			e.wantCAN = true // after the request completes
+		}
+		return false
+	}
+	return e.wantCAN || limit
+}
+
+func (e *entity) pendingSignals() int { return e.sig.Len() + e.batch.Len() }
+
+// await waits for the next part, batch, deadline or operator answer and
+// applies it. A request in flight, or a close deadline already passed,
+// means only the operator's answer or signals are awaited: no timer, or
+// the loop would spin.
+func (e *entity) await(now time.Time) {
+	sel := workflow.NewSelector(e.ctx)
+	sel.AddReceive(e.sig, func(c workflow.ReceiveChannel, _ bool) {
+		var p zreport.Part
+		c.Receive(e.ctx, &p)
+		e.part(p)
+	})
+	sel.AddReceive(e.batch, func(c workflow.ReceiveChannel, _ bool) {
+		var ps []zreport.Part
+		c.Receive(e.ctx, &ps)
+		e.parts(ps)
+	})
+	if t, ok := e.st.NextTimer(); ok && e.ofd == nil && (t.Kind != zreport.TimerClose || t.At.After(now)) {
+		if e.timer == nil || !t.At.Equal(e.timerAt) {
+			if e.cancelTimer != nil {
+				e.cancelTimer()
 			}
-			sel.AddFuture(timer, func(workflow.Future) { timer, cancelTimer = nil, nil })
+			tctx, cancel := workflow.WithCancel(e.ctx)
+			e.timer, e.timerAt, e.cancelTimer = workflow.NewTimer(tctx, max(t.At.Sub(now), 0)), t.At, cancel
 		}
-		if ofd != nil {
-			sel.AddFuture(ofd, func(f workflow.Future) {
-				ofd = nil
-				var ans activities.OFDAnswer
-				err := f.Get(ctx, &ans)
-				now := workflow.Now(ctx)
-				switch {
-				case err != nil:
-					log.Warn("OFD request failed; asking again after ofd_retry", "error", err)
-					e.st.OFDFailed(ofdFailure(err), now)
-				case ans.Found:
-					out, err := e.st.OFDAnswer(ans.Document, now)
-					if err != nil {
-						log.Warn("OFD document rejected", "error", err)
-					}
-					e.outcome(out)
-				default:
-					_, _ = e.st.OFDAnswer(nil, now)
-				}
-			})
+		sel.AddFuture(e.timer, func(workflow.Future) { e.timer, e.cancelTimer = nil, nil })
+	}
+	if e.ofd != nil {
+		sel.AddFuture(e.ofd, func(f workflow.Future) {
+			e.ofd = nil
+			e.ofdAnswered(f)
+		})
+	}
+	sel.Select(e.ctx)
+}
+
+// ofdAnswered applies the operator's answer (or the request's failure).
+func (e *entity) ofdAnswered(f workflow.Future) {
+	var ans activities.OFDAnswer
+	err := f.Get(e.ctx, &ans)
+	now := workflow.Now(e.ctx)
+	switch {
+	case err != nil:
+		e.log.Warn("OFD request failed; asking again after ofd_retry", "error", err)
+		e.st.OFDFailed(ofdFailure(err), now)
+	case ans.Found:
+		out, err := e.st.OFDAnswer(ans.Document, now)
+		if err != nil {
+			e.log.Warn("OFD document rejected", "error", err)
 		}
-		sel.Select(ctx)
+		e.outcome(out)
+	default:
+		_, _ = e.st.OFDAnswer(nil, now)
 	}
 }
 
@@ -275,13 +340,25 @@ func ofdFailure(err error) string {
 	return err.Error()
 }
 
-// entity carries out a State's decisions.
+// entity carries out a State's decisions: the ZReport workflow's state
+// between the steps of its run.
 type entity struct {
 	ctx     workflow.Context
+	local   workflow.Context // the local activities' options
+	ofdCtx  workflow.Context // RequestOFD's options
+	log     log.Logger
 	st      *zreport.State
 	in      ZReportInput
 	pending []activities.ZReportPublication
 	details string
+
+	sig, batch workflow.ReceiveChannel // ZReportSignalPart, ZReportSignalParts
+
+	ofd         workflow.Future // the operator request in flight
+	timer       workflow.Future // the pending deadline's timer
+	timerAt     time.Time
+	cancelTimer workflow.CancelFunc
+	wantCAN     bool // continue as new once the signals or the request are done
 }
 
 func (e *entity) part(p zreport.Part) {
