@@ -292,6 +292,30 @@ func BenchmarkStateBytes(b *testing.B) {
 			return o
 		})
 	})
+	// Bytes per key of windows that one event per key holds: 1 tumbling
+	// window, or window/hop = 5 hopping ones (sharing the key's copy).
+	for _, c := range []struct {
+		name string
+		hop  time.Duration
+	}{{"tumbling-10s", 0}, {"hopping-10s/2s", 2 * time.Second}} {
+		b.Run("key/100k-keys/"+c.name, func(b *testing.B) {
+			const n = 100_000
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("user-%05d", i)
+			}
+			measure(b, n, "bytes/key", func() any {
+				o, _ := New(Options{Window: 10 * time.Second, Hop: c.hop})
+				var out Out
+				for i, k := range keys {
+					_, _ = o.Process(Record{Key: k, ID: testID(i), EventTime: t0.Add(time.Second), Arrival: t0, Value: 1}, &out)
+					out.Reset()
+				}
+				o.dd = dedup{} // count window state only
+				return o
+			})
+		})
+	}
 	b.Run("rolling/100k-keys×10", func(b *testing.B) {
 		const keys, per = 100_000, 10
 		names := make([]string, keys)

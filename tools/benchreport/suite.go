@@ -184,6 +184,8 @@ var Suite = []Section{
 		Rows: []Row{
 			{Case: "dedup entry", Reckon: fig(pkgOperator, "BenchmarkStateBytes/dedup/1M", "bytes/entry")},
 			{Case: "window (10-byte keys)", Reckon: fig(pkgOperator, "BenchmarkStateBytes/window/100k-keys", "bytes/window")},
+			{Case: "windows of a key with one event: tumbling 10 s", Reckon: fig(pkgOperator, "BenchmarkStateBytes/key/100k-keys/tumbling-10s", "bytes/key")},
+			{Case: "windows of a key with one event: hopping 10 s / 2 s (5 windows)", Reckon: fig(pkgOperator, "BenchmarkStateBytes/key/100k-keys/hopping-10s/2s", "bytes/key")},
 			{Case: "rolling point", Reckon: fig(pkgOperator, "BenchmarkStateBytes/rolling/100k-keys×10", "bytes/point")},
 			{Case: "snapshot size", Reckon: fig(pkgOperator, "BenchmarkSnapshot/encode", "bytes")},
 			{Case: "snapshot encode", Reckon: fig(pkgOperator, "BenchmarkSnapshot/encode", "ns/op")},
