@@ -117,7 +117,7 @@ func TestServeCommand(t *testing.T) {
 		t.Errorf("events through the served endpoint: %s, want %d", n, tl.events)
 	}
 	var url string
-	poll.WaitFor(t, 30*time.Second, "the metrics line", func() (bool, string) {
+	poll.WaitFor(t, 2*time.Minute, "the metrics line", func() (bool, string) {
 		_, rest, ok := strings.Cut(logs.String(), "msg=metrics url=")
 		if ok {
 			url = strings.Fields(rest)[0]

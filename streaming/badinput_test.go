@@ -174,7 +174,7 @@ func TestBadInputThroughStream(t *testing.T) {
 		Value: sensorJSON(1<<42, "sensor-98", 21, after), Timestamp: after.Add(time.Second)}}
 	produceManual(t, cfg, []produced{extra})
 	recs = append(recs, extra)
-	waitDone(t, cfg, 30*time.Second)
+	waitDone(t, cfg, 2*time.Minute)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("worker: %v", err)

@@ -164,7 +164,7 @@ func (st *truthStack) batchProcess(tb testing.TB, ctx context.Context, flags ...
 	})
 	url := regexp.MustCompile(`msg=metrics url=(\S+)`)
 	var found string
-	waitFor(tb, 30*time.Second, "reckon batch to serve /metrics", func() (bool, string) {
+	waitFor(tb, 2*time.Minute, "reckon batch to serve /metrics", func() (bool, string) {
 		if m := url.FindStringSubmatch(logs.String()); m != nil {
 			found = m[1]
 			return true, ""

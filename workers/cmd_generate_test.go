@@ -297,7 +297,7 @@ func TestWatchProducerSaysWhenStalled(t *testing.T) {
 	defer cancel()
 	go watchProducer(ctx, cl.BufferedProduceRecords, acked.Load, 50*time.Millisecond, &out)
 	produce()
-	if ok, _ := pollUntil(10*time.Second, func() (bool, string) { return acked.Load() == 1, "" }); !ok {
+	if ok, _ := pollUntil(time.Minute, func() (bool, string) { return acked.Load() == 1, "" }); !ok {
 		t.Fatal("the first record was never acknowledged")
 	}
 	if s := out.String(); s != "" {
@@ -305,7 +305,7 @@ func TestWatchProducerSaysWhenStalled(t *testing.T) {
 	}
 	c.Close()
 	produce()
-	ok, _ := pollUntil(10*time.Second, func() (bool, string) {
+	ok, _ := pollUntil(time.Minute, func() (bool, string) {
 		return strings.Contains(out.String(), "1 records wait in the producer's buffer"), ""
 	})
 	if !ok {

@@ -229,7 +229,7 @@ func TestZReportEndToEnd(t *testing.T) {
 	// Offsets are committed: the group is at the end of every partition.
 	adm := kadm.NewClient(cl)
 	var lag int64 = -1
-	pollUntil(10*time.Second, func() (bool, string) {
+	pollUntil(time.Minute, func() (bool, string) {
 		ends, _ := adm.ListEndOffsets(ctx, "zreport-parts")
 		offs, err := adm.FetchOffsets(ctx, cfg.ZReport.BridgeGroup)
 		if err == nil {
@@ -258,7 +258,7 @@ func TestZReportEndToEnd(t *testing.T) {
 		}
 	}
 	var listed string
-	pollUntil(10*time.Second, func() (bool, string) {
+	pollUntil(time.Minute, func() (bool, string) {
 		out.Reset()
 		if code := Main(ctx, append([]string{"zreport", "list", "--status", "incomplete"}, sets...), nil, &out, &errb, env); code != 0 {
 			t.Fatalf("list: %d %s", code, errb.String())
@@ -312,7 +312,7 @@ func TestZReportListSaysWhenTruncated(t *testing.T) {
 		return out.String()
 	}
 	var all string
-	if ok, _ := pollUntil(20*time.Second, func() (bool, string) {
+	if ok, _ := pollUntil(2*time.Minute, func() (bool, string) {
 		all = list("10")
 		return strings.Count(all, "zreport/list-test/") == 5, ""
 	}); !ok {

@@ -67,7 +67,7 @@ func TestWorkerStopIsNotAnActivityError(t *testing.T) {
 	// The stopped worker reports the attempt's failure; the server holds it
 	// as the pending activity's last failure.
 	var why string
-	ok, _ := pollUntil(20*time.Second, func() (bool, string) {
+	ok, _ := pollUntil(2*time.Minute, func() (bool, string) {
 		d, err := c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
 		if err != nil || len(d.PendingActivities) != 1 {
 			why = fmt.Sprintf("describe: %v", err)
