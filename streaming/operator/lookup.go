@@ -117,14 +117,33 @@ func (o *Operator) PublishTo(l *Lookup) {
 	if o.dirty == nil {
 		o.dirty = make([]*rollKey, 0, 64) // tracking starts with the first publish
 	}
-	// A sweep (advance) dropped keys without marking them: find the ones
-	// the copy still holds. Only this goroutine writes l, so the scan
-	// needs no lock; the deletes take it.
+	// A sweep (advance) dropped keys without marking them. Only this
+	// goroutine writes l, so reading l.keys needs no lock. When most keys
+	// went, a new map of the survivors (their published slices are
+	// immutable, shared) replaces the copy's in one swap; else the gone
+	// ones are found by a scan and deleted under the lock.
 	var gone []string
 	if !full && o.sweepAt != l.sweep {
-		for k := range l.keys {
-			if o.keys[k] == nil {
-				gone = append(gone, k)
+		if len(o.keys) < len(l.keys)/2 {
+			fresh = make(map[string][]point, len(o.keys))
+			for k := range o.keys {
+				if pts, ok := l.keys[k]; ok {
+					fresh[k] = pts
+				}
+			}
+			for _, u := range upds {
+				if u.pts == nil {
+					delete(fresh, u.key)
+				} else {
+					fresh[u.key] = u.pts
+				}
+			}
+			full = true
+		} else {
+			for k := range l.keys {
+				if o.keys[k] == nil {
+					gone = append(gone, k)
+				}
 			}
 		}
 	}

@@ -220,3 +220,76 @@ func BenchmarkLookupAt(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
 	b.ReportMetric(float64(counted)/float64(b.N), "events/lookup")
 }
+
+// BenchmarkLookupPublish measures PublishTo, the run loop's step after each
+// commit, on a partition with 1,000,000 rolling keys: full is the copy
+// after a restore (every key), commit the copy of the 2,000 keys one
+// transaction touched, sweep a commit after the horizon swept keys (the
+// copy's keys scanned outside the lock, the swept ones deleted under it).
+// Readers wait only for the swap or the map updates under the lock: the
+// copies, and the new map after a big sweep, are made before it.
+func BenchmarkLookupPublish(b *testing.B) {
+	const keys = 1_000_000
+	opts := Options{Stream: "p", Rolling: time.Minute, OutOfOrderness: time.Second, DedupTTL: time.Hour,
+		DedupMaxEntries: 4 << 20}
+	build := func() (*Operator, int) {
+		o := mustNew(b, opts)
+		var out Out
+		for i := range keys {
+			et := t0.Add(time.Duration(i) * 50 * time.Microsecond) // 1M keys in 50 s of event time
+			process(b, o, rec(i+1, fmt.Sprint("user", i), et, et, 1), &out)
+			out.Reset()
+		}
+		return o, keys
+	}
+	o, n := build()
+	b.Run("full", func(b *testing.B) {
+		b.StopTimer()
+		for range b.N {
+			l := NewLookup()
+			o2 := mustNew(b, opts)
+			if err := o2.Restore(o.Snapshot()); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			o2.PublishTo(l)
+			b.StopTimer()
+			if l.Keys() != n {
+				b.Fatalf("%d keys copied of %d", l.Keys(), n)
+			}
+		}
+	})
+	l := NewLookup()
+	o.PublishTo(l)
+	var out Out
+	next := n
+	b.Run("commit", func(b *testing.B) {
+		b.StopTimer()
+		for range b.N {
+			for j := range 2000 {
+				et := t0.Add(50*time.Second + time.Duration(next)*time.Microsecond)
+				process(b, o, rec(next+1, fmt.Sprint("user", (next*7919+j)%keys), et, et, 1), &out)
+				out.Reset()
+				next++
+			}
+			b.StartTimer()
+			o.PublishTo(l)
+			b.StopTimer()
+		}
+	})
+	b.Run("sweep", func(b *testing.B) {
+		b.StopTimer()
+		for range b.N {
+			// Two minutes later: the horizon passes most keys' only event.
+			et := t0.Add(3*time.Minute + time.Duration(next)*time.Microsecond)
+			process(b, o, rec(next+1, "late-comer", et, et, 1), &out)
+			out.Reset()
+			next++
+			before := l.Keys()
+			b.StartTimer()
+			o.PublishTo(l)
+			b.StopTimer()
+			b.ReportMetric(float64(before-l.Keys()), "keys-dropped")
+		}
+	})
+}

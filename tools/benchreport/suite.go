@@ -214,10 +214,13 @@ var Suite = []Section{
 	{
 		Title: "Feature lookups (ADR 0040)",
 		Goal:  "p99 ≤ 1 ms over loopback HTTP at 10,000 requests/s; the stream's end-to-end figure with lookups running within 10 % of the figure without",
-		About: "In process: `Lookup.At` for a random one of 10,000 keys with 60 s rolling buffers (6 events each), each call timed. Over loopback HTTP: a worker that processed 20,000 payment events answers `GET /v1/features/payments/<user>?at=<watermark>` to wrk (Debian package; the row is empty without it) for 5 s from 24 connections each waiting 2 ms after an answer (wrk holds no constant rate: at most 12,000 requests/s offered), latency as wrk measures it; worker CPU per request from the process's CPU time. End to end: the stream benchmark above with the worker serving lookups and a client offering 1,000 lookups/s (open loop) for the whole run, beside the figure without lookups from the same run.",
+		About: "In process: `Lookup.At` for a random one of 10,000 keys with 60 s rolling buffers (6 events each), each call timed; `PublishTo`, the run loop's copy into the lookups after a commit, on a partition of 1 M keys. Over loopback HTTP: a worker that processed 20,000 payment events answers `GET /v1/features/payments/<user>?at=<watermark>` to wrk (Debian package; the row is empty without it) for 5 s from 24 connections each waiting 2 ms after an answer (wrk holds no constant rate: at most 12,000 requests/s offered), latency as wrk measures it; worker CPU per request from the process's CPU time. End to end: the stream benchmark above with the worker serving lookups and a client offering 1,000 lookups/s (open loop) for the whole run, beside the figure without lookups from the same run.",
 		Rows: []Row{
 			{Case: "in process, p50", Reckon: fig(pkgOperator, "BenchmarkLookupAt", "p50-ns"), Ref: feastOnline},
 			{Case: "in process, p99", Reckon: fig(pkgOperator, "BenchmarkLookupAt", "p99-ns"), Ref: feastOnline},
+			{Case: "copy after a commit touching 2,000 of 1 M keys", Reckon: fig(pkgOperator, "BenchmarkLookupPublish/commit", "ns/op")},
+			{Case: "copy after a sweep of 1 M keys (a new map, swapped)", Reckon: fig(pkgOperator, "BenchmarkLookupPublish/sweep", "ns/op")},
+			{Case: "full copy after a restore, 1 M keys (outside the lock)", Reckon: fig(pkgOperator, "BenchmarkLookupPublish/full", "ns/op")},
 			{Case: "**loopback HTTP (wrk), p99**", Reckon: fig(pkgStream, lookHTTP, "p99-ms"), Ref: feastOnline,
 				Goal: &Goal{Text: "p99 ≤ 1 ms", Kind: Below, Value: 1.0001}},
 			{Case: "loopback HTTP (wrk), p50", Reckon: fig(pkgStream, lookHTTP, "p50-ms"), Ref: feastOnline},
