@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"reckon/internal/config"
 	"reckon/internal/kafkaconn"
 	"reckon/verify/generate"
 )
@@ -48,164 +49,48 @@ type generateSummary struct {
 // finite run lasts until its latest simulated arrival, which for late
 // records is after their window's end plus allowed lateness.
 func runGenerate(ctx context.Context, cx *cmdContext) error {
-	def := generate.Defaults(generate.Sensors)
-	fs := cx.fs
-	scenario := fs.String("scenario", "", "traffic: sensors | payments | fiscal (required)")
-	rate := fs.Float64("rate", def.Rate, "events per second of event time (and of wall time when paced)")
-	count := fs.Int64("count", 0, "records to produce, every category included; 0 = forever (no manifest)")
-	seed := fs.Int64("seed", 1, "seed: the same flags with --seed given give byte-identical output (see --id-nonce)")
-	idNonce := fs.String("id-nonce", "auto", "auto | random | N: mixed into every event_id so a rerun repeats none of an earlier run's; 0 = ids from the seed alone. auto = random, or 0 when --seed is given. The summary and manifest print the nonce used")
-	firstKey := fs.String("first-key", "0", "fiscal: number of the first business key (drive k mod --keys, shift first + k div --keys), or now = the key slot (3/rate s from "+generate.FiscalEpoch.Format(time.DateOnly)+", in cycles of "+strconv.Itoa(generate.FiscalShiftCycle)+" shifts per drive) --start falls in, so live reruns make new, valid shifts")
-	out := fs.String("out", "", "also write JSONL (envelope + arrived_at) to this file; - for stdout")
-	manifest := fs.String("manifest", "", "write the run's manifest (counts, listed records, truth) to this JSON file")
-	noKafka := fs.Bool("no-kafka", false, "do not produce to Kafka")
-	start := fs.String("start", "now", "event time of the first event, RFC 3339, or now")
-	keys := fs.Int("keys", 0, "key cardinality: devices (≤ 99), users or fiscal drives (default 20, 50, 20)")
-	keyPrefix := fs.String("key-prefix", "",
-		"put before every device or user id, so runs side by side touch disjoint keys")
-	pace := fs.String("pace", "auto", "auto | on | off: send each record at its simulated arrival on the wall clock; auto = on with --start now when producing to Kafka or running forever. A paced finite run lasts until its latest arrival (window + allowed lateness + delay tail; fiscal: the OFD delay)")
-	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the brokers to answer")
-	late := fs.Float64("late-fraction", def.LateFraction, "share of valid stream events that arrive after their window fired")
-	delayDist := fs.String("delay-dist", "exp:1m", "extra delay of late events past their window's firing: exp:MEAN | uniform:MEAN | fixed:D")
-	beyond := fs.Float64("beyond-lateness-fraction", def.BeyondLatenessFraction, "share of the late events that arrive after the allowed lateness too")
-	dup := fs.Float64("duplicate-fraction", def.DuplicateFraction, "share of records that redeliver an earlier valid record (same event_id, same bytes)")
-	redeliver := fs.Duration("redelivery-delay", 0, "mean delay of a redelivery after the original (default 30s, fiscal 2h)")
-	poison := fs.Float64("poison-fraction", def.PoisonFraction, "share of records the quality gate must reject")
-	poisonKinds := fs.String("poison-kinds", "all", "comma-separated poison kinds: "+kindList())
-	oversized := fs.Float64("oversized-share", 0,
-		"share of poison records that are oversized (~1 MiB each); 0 = one kind among the others")
-	skew := fs.Float64("skew-fraction", def.SkewFraction, "share of records from a clock running ahead (within the gate's max_future_skew)")
-	fdef := generate.Defaults(generate.Fiscal)
-	mismatch := fs.Float64("mismatch-fraction", fdef.MismatchFraction, "fiscal: share of business keys whose DWH or RMS figures differ from OFD")
-	missing := fs.Float64("missing-fraction", fdef.MissingFraction, "fiscal: share of business keys missing one part")
-	correction := fs.Float64("correction-fraction", fdef.CorrectionFraction, "fiscal: share of business keys with a corrected DWH/RMS resend")
-	ofdDelay := fs.Duration("ofd-delay", 48*time.Hour, "fiscal: mean delay of the OFD part after shift close")
-	partDelay := fs.Duration("part-delay", 20*time.Minute, "fiscal: mean delay of the DWH part after shift close (RMS: half)")
-	fs.Usage = func() {
-		fmt.Fprintln(cx.stderr, "usage: reckon generate --scenario sensors|payments|fiscal [--count N] [--rate N] [--seed S] [--out FILE] [--manifest FILE] [--no-kafka] [knobs]")
-		fs.PrintDefaults()
+	var f generateFlags
+	f.register(cx.fs)
+	cx.fs.Usage = func() {
+		fmt.Fprintln(cx.stderr, "usage: reckon generate --scenario sensors|payments|fiscal [--count N] [--rate N] "+
+			"[--seed S] [--out FILE] [--manifest FILE] [--no-kafka] [knobs]")
+		cx.fs.PrintDefaults()
 	}
 	if err := cx.parse(); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	if cx.fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, cx.fs.Args())
 	}
-
-	sc := generate.Scenario(*scenario)
-	o := generate.Defaults(sc)
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	pick := func(name string, dst *float64, v float64) {
-		if set[name] {
-			*dst = v
-		}
+	cx.fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	o, paced, err := f.options(cx.cfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	pick("late-fraction", &o.LateFraction, *late)
-	pick("beyond-lateness-fraction", &o.BeyondLatenessFraction, *beyond)
-	pick("duplicate-fraction", &o.DuplicateFraction, *dup)
-	pick("poison-fraction", &o.PoisonFraction, *poison)
-	pick("skew-fraction", &o.SkewFraction, *skew)
-	pick("oversized-share", &o.OversizedShare, *oversized)
-	pick("mismatch-fraction", &o.MismatchFraction, *mismatch)
-	pick("missing-fraction", &o.MissingFraction, *missing)
-	pick("correction-fraction", &o.CorrectionFraction, *correction)
-	o.Seed, o.Count, o.Rate, o.Keys = *seed, *count, *rate, *keys
-	o.KeyPrefix = *keyPrefix
-	o.RedeliveryDelay, o.OFDDelay, o.PartDelay = *redeliver, *ofdDelay, *partDelay
-
-	var problems []error
-	usage := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
-	if *scenario == "" {
-		usage("--scenario is required")
-	}
-	live := *start == "now"
-	if live {
-		o.Start = time.Now().UTC().Truncate(time.Millisecond)
-	} else if t, err := time.Parse(time.RFC3339Nano, *start); err != nil {
-		usage("--start %q is not RFC 3339 or now", *start)
-	} else {
-		o.Start = t
-	}
-	// With the same ids every run would repeat the last one's event_ids
-	// with other payloads, and dedup would drop the new events as
-	// redeliveries: only an explicit --seed asks for a repeat.
-	switch *idNonce {
-	case "auto", "random":
-		if *idNonce == "random" || !set["seed"] {
-			for o.IDNonce == 0 {
-				o.IDNonce = rand.Uint64()
-			}
-		}
-	default:
-		n, err := strconv.ParseUint(*idNonce, 10, 64)
-		if err != nil {
-			usage("--id-nonce %q is not auto, random or a number", *idNonce)
-		}
-		o.IDNonce = n
-	}
-	if *firstKey == "now" {
-		o.FirstKey = generate.FirstKeyAt(o.Start, o.Rate, o.Keys)
-	} else if n, err := strconv.ParseInt(*firstKey, 10, 64); err != nil {
-		usage("--first-key %q is not a number or now", *firstKey)
-	} else {
-		o.FirstKey = n
-	}
-	if d, err := generate.ParseDelayDist(*delayDist); err != nil {
-		problems = append(problems, err)
-	} else {
-		o.Delay = d
-	}
-	if *poisonKinds != "all" {
-		for _, k := range strings.Split(*poisonKinds, ",") {
-			o.PoisonKinds = append(o.PoisonKinds, generate.PoisonKind(strings.TrimSpace(k)))
-		}
-	}
-	if *noKafka && *out == "" {
-		usage("--no-kafka needs --out: the records must go somewhere")
-	}
-	if *manifest != "" && *count == 0 {
-		usage("--manifest needs a finite --count")
-	}
-	var paced bool
-	switch *pace {
-	case "auto":
-		paced = live && (!*noKafka || *count == 0)
-	case "on", "off":
-		paced = *pace == "on"
-	default:
-		usage("--pace %q is not auto, on or off", *pace)
-	}
-	if len(problems) == 0 {
-		if tg, err := generate.TargetFromConfig(cx.cfg, sc); err != nil {
-			problems = append(problems, err)
-		} else {
-			o.Target = tg
-		}
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: %w", errUsage, errors.Join(problems...))
-	}
+	sc, live := o.Scenario, f.start == "now"
 	g, err := generate.New(o)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 
-	summary := generateSummary{Scenario: sc, Seed: o.Seed, IDNonce: o.IDNonce, FirstKey: o.FirstKey, Start: g.Options().Start.Format(generate.TimeLayout), Paced: paced}
+	summary := generateSummary{
+		Scenario: sc, Seed: o.Seed, IDNonce: o.IDNonce, FirstKey: o.FirstKey,
+		Start: g.Options().Start.Format(generate.TimeLayout), Paced: paced,
+	}
 	var rc *generate.Recorder
-	if *manifest != "" {
+	if f.manifest != "" {
 		rc = generate.NewRecorder(g)
 	}
 	var sinks generate.Tee
 	var jsonl *generate.JSONLSink
 	var outFile *os.File
 	summaryTo := cx.stdout
-	if *out != "" {
+	if f.out != "" {
 		var w io.Writer = cx.stdout
-		if *out == "-" {
+		if f.out == "-" {
 			summaryTo = cx.stderr
 		} else {
-			f, err := os.Create(*out)
+			f, err := os.Create(f.out)
 			if err != nil {
 				return fmt.Errorf("generate: %w", err)
 			}
@@ -216,8 +101,8 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 		sinks = append(sinks, jsonl)
 	}
 	var kafka *generate.KafkaSink
-	if !*noKafka {
-		wctx, cancel := context.WithTimeout(ctx, *wait)
+	if !f.noKafka {
+		wctx, cancel := context.WithTimeout(ctx, f.wait)
 		err := kafkaconn.WaitReady(wctx, cx.cfg.Kafka)
 		cancel()
 		if err != nil {
@@ -229,7 +114,7 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 		}
 		defer cl.Close()
 		topic := g.Options().Target.Topic
-		tctx, cancel := context.WithTimeout(ctx, *wait)
+		tctx, cancel := context.WithTimeout(ctx, f.wait)
 		details, err := kadm.NewClient(cl).ListTopics(tctx, topic)
 		cancel()
 		if err != nil {
@@ -282,7 +167,8 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 		summary.JSONLLines, summary.JSONLSkipped = jsonl.Lines, jsonl.Skipped
 	}
 	if rc != nil {
-		if err := writeManifest(*manifest, rc.Manifest(summary.Complete, append([]string{"reckon", "generate"}, cx.args...))); err != nil {
+		argv := append([]string{"reckon", "generate"}, cx.args...)
+		if err := writeManifest(f.manifest, rc.Manifest(summary.Complete, argv)); err != nil {
 			return errors.Join(runErr, err)
 		}
 	}
@@ -292,6 +178,173 @@ func runGenerate(ctx context.Context, cx *cmdContext) error {
 		return nil // Ctrl-C: a clean stop
 	}
 	return runErr
+}
+
+// generateFlags are the flags of `reckon generate`; options maps them
+// onto generate.Options.
+type generateFlags struct {
+	scenario, idNonce, firstKey, out, manifest, start, keyPrefix, pace string
+	delayDist, poisonKinds                                             string
+	rate, late, beyond, dup, poison, oversized, skew                   float64
+	mismatch, missing, correction                                      float64
+	count, seed                                                        int64
+	keys                                                               int
+	noKafka                                                            bool
+	wait, redeliver, ofdDelay, partDelay                               time.Duration
+	// set holds the names of the flags given on the command line.
+	set map[string]bool
+}
+
+// register defines the flags on fs, with the defaults of the sensors
+// scenario where a scenario has its own (options picks the scenario's).
+func (f *generateFlags) register(fs *flag.FlagSet) {
+	def := generate.Defaults(generate.Sensors)
+	fdef := generate.Defaults(generate.Fiscal)
+	f.set = map[string]bool{}
+	fs.StringVar(&f.scenario, "scenario", "", "traffic: sensors | payments | fiscal (required)")
+	fs.Float64Var(&f.rate, "rate", def.Rate, "events per second of event time (and of wall time when paced)")
+	fs.Int64Var(&f.count, "count", 0, "records to produce, every category included; 0 = forever (no manifest)")
+	fs.Int64Var(&f.seed, "seed", 1,
+		"seed: the same flags with --seed given give byte-identical output (see --id-nonce)")
+	fs.StringVar(&f.idNonce, "id-nonce", "auto", "auto | random | N: mixed into every event_id so a rerun "+
+		"repeats none of an earlier run's; 0 = ids from the seed alone. auto = random, or 0 when --seed is given. "+
+		"The summary and manifest print the nonce used")
+	fs.StringVar(&f.firstKey, "first-key", "0", "fiscal: number of the first business key (drive k mod --keys, "+
+		"shift first + k div --keys), or now = the key slot (3/rate s from "+
+		generate.FiscalEpoch.Format(time.DateOnly)+", in cycles of "+strconv.Itoa(generate.FiscalShiftCycle)+
+		" shifts per drive) --start falls in, so live reruns make new, valid shifts")
+	fs.StringVar(&f.out, "out", "", "also write JSONL (envelope + arrived_at) to this file; - for stdout")
+	fs.StringVar(&f.manifest, "manifest", "", "write the run's manifest (counts, listed records, truth) to this JSON file")
+	fs.BoolVar(&f.noKafka, "no-kafka", false, "do not produce to Kafka")
+	fs.StringVar(&f.start, "start", "now", "event time of the first event, RFC 3339, or now")
+	fs.IntVar(&f.keys, "keys", 0, "key cardinality: devices (≤ 99), users or fiscal drives (default 20, 50, 20)")
+	fs.StringVar(&f.keyPrefix, "key-prefix", "",
+		"put before every device or user id, so runs side by side touch disjoint keys")
+	fs.StringVar(&f.pace, "pace", "auto", "auto | on | off: send each record at its simulated arrival on the wall "+
+		"clock; auto = on with --start now when producing to Kafka or running forever. A paced finite run lasts "+
+		"until its latest arrival (window + allowed lateness + delay tail; fiscal: the OFD delay)")
+	fs.DurationVar(&f.wait, "wait", 30*time.Second, "how long to wait for the brokers to answer")
+	fs.Float64Var(&f.late, "late-fraction", def.LateFraction,
+		"share of valid stream events that arrive after their window fired")
+	fs.StringVar(&f.delayDist, "delay-dist", "exp:1m",
+		"extra delay of late events past their window's firing: exp:MEAN | uniform:MEAN | fixed:D")
+	fs.Float64Var(&f.beyond, "beyond-lateness-fraction", def.BeyondLatenessFraction,
+		"share of the late events that arrive after the allowed lateness too")
+	fs.Float64Var(&f.dup, "duplicate-fraction", def.DuplicateFraction,
+		"share of records that redeliver an earlier valid record (same event_id, same bytes)")
+	fs.DurationVar(&f.redeliver, "redelivery-delay", 0,
+		"mean delay of a redelivery after the original (default 30s, fiscal 2h)")
+	fs.Float64Var(&f.poison, "poison-fraction", def.PoisonFraction, "share of records the quality gate must reject")
+	fs.StringVar(&f.poisonKinds, "poison-kinds", "all", "comma-separated poison kinds: "+kindList())
+	fs.Float64Var(&f.oversized, "oversized-share", 0,
+		"share of poison records that are oversized (~1 MiB each); 0 = one kind among the others")
+	fs.Float64Var(&f.skew, "skew-fraction", def.SkewFraction,
+		"share of records from a clock running ahead (within the gate's max_future_skew)")
+	fs.Float64Var(&f.mismatch, "mismatch-fraction", fdef.MismatchFraction,
+		"fiscal: share of business keys whose DWH or RMS figures differ from OFD")
+	fs.Float64Var(&f.missing, "missing-fraction", fdef.MissingFraction,
+		"fiscal: share of business keys missing one part")
+	fs.Float64Var(&f.correction, "correction-fraction", fdef.CorrectionFraction,
+		"fiscal: share of business keys with a corrected DWH/RMS resend")
+	fs.DurationVar(&f.ofdDelay, "ofd-delay", 48*time.Hour, "fiscal: mean delay of the OFD part after shift close")
+	fs.DurationVar(&f.partDelay, "part-delay", 20*time.Minute,
+		"fiscal: mean delay of the DWH part after shift close (RMS: half)")
+}
+
+// options maps the flags onto generate.Options for the target cfg names,
+// with the scenario's defaults for the knobs not given, and reports
+// whether records are paced. Every problem is reported at once.
+func (f *generateFlags) options(cfg *config.Config) (generate.Options, bool, error) {
+	sc := generate.Scenario(f.scenario)
+	o := generate.Defaults(sc)
+	pick := func(name string, dst *float64, v float64) {
+		if f.set[name] {
+			*dst = v
+		}
+	}
+	pick("late-fraction", &o.LateFraction, f.late)
+	pick("beyond-lateness-fraction", &o.BeyondLatenessFraction, f.beyond)
+	pick("duplicate-fraction", &o.DuplicateFraction, f.dup)
+	pick("poison-fraction", &o.PoisonFraction, f.poison)
+	pick("skew-fraction", &o.SkewFraction, f.skew)
+	pick("oversized-share", &o.OversizedShare, f.oversized)
+	pick("mismatch-fraction", &o.MismatchFraction, f.mismatch)
+	pick("missing-fraction", &o.MissingFraction, f.missing)
+	pick("correction-fraction", &o.CorrectionFraction, f.correction)
+	o.Seed, o.Count, o.Rate, o.Keys = f.seed, f.count, f.rate, f.keys
+	o.KeyPrefix = f.keyPrefix
+	o.RedeliveryDelay, o.OFDDelay, o.PartDelay = f.redeliver, f.ofdDelay, f.partDelay
+
+	var problems []error
+	usage := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
+	if f.scenario == "" {
+		usage("--scenario is required")
+	}
+	live := f.start == "now"
+	if live {
+		o.Start = time.Now().UTC().Truncate(time.Millisecond)
+	} else if t, err := time.Parse(time.RFC3339Nano, f.start); err != nil {
+		usage("--start %q is not RFC 3339 or now", f.start)
+	} else {
+		o.Start = t
+	}
+	// With the same ids every run would repeat the last one's event_ids
+	// with other payloads, and dedup would drop the new events as
+	// redeliveries: only an explicit --seed asks for a repeat.
+	switch f.idNonce {
+	case "auto", "random":
+		if f.idNonce == "random" || !f.set["seed"] {
+			for o.IDNonce == 0 {
+				o.IDNonce = rand.Uint64()
+			}
+		}
+	default:
+		n, err := strconv.ParseUint(f.idNonce, 10, 64)
+		if err != nil {
+			usage("--id-nonce %q is not auto, random or a number", f.idNonce)
+		}
+		o.IDNonce = n
+	}
+	if f.firstKey == "now" {
+		o.FirstKey = generate.FirstKeyAt(o.Start, o.Rate, o.Keys)
+	} else if n, err := strconv.ParseInt(f.firstKey, 10, 64); err != nil {
+		usage("--first-key %q is not a number or now", f.firstKey)
+	} else {
+		o.FirstKey = n
+	}
+	if d, err := generate.ParseDelayDist(f.delayDist); err != nil {
+		problems = append(problems, err)
+	} else {
+		o.Delay = d
+	}
+	if f.poisonKinds != "all" {
+		for _, k := range strings.Split(f.poisonKinds, ",") {
+			o.PoisonKinds = append(o.PoisonKinds, generate.PoisonKind(strings.TrimSpace(k)))
+		}
+	}
+	if f.noKafka && f.out == "" {
+		usage("--no-kafka needs --out: the records must go somewhere")
+	}
+	if f.manifest != "" && f.count == 0 {
+		usage("--manifest needs a finite --count")
+	}
+	var paced bool
+	switch f.pace {
+	case "auto":
+		paced = live && (!f.noKafka || f.count == 0)
+	case "on", "off":
+		paced = f.pace == "on"
+	default:
+		usage("--pace %q is not auto, on or off", f.pace)
+	}
+	if len(problems) == 0 {
+		if tg, err := generate.TargetFromConfig(cfg, sc); err != nil {
+			problems = append(problems, err)
+		} else {
+			o.Target = tg
+		}
+	}
+	return o, paced, errors.Join(problems...)
 }
 
 func writeManifest(path string, m *generate.Manifest) error {
@@ -338,7 +391,8 @@ func watchProducer(ctx context.Context, buffered, acked func() int64, every time
 			continue
 		}
 		if b := buffered(); b > 0 {
-			fmt.Fprintf(w, "generate: the brokers have acknowledged nothing for %s; %d records wait in the producer's buffer (retried until a broker answers)\n",
+			fmt.Fprintf(w, "generate: the brokers have acknowledged nothing for %s; %d records wait in the "+
+				"producer's buffer (retried until a broker answers)\n",
 				time.Since(since).Round(time.Second), b)
 		}
 	}
