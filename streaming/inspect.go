@@ -89,6 +89,17 @@ func sourceOf(r *kgo.Record) (topic, src string) {
 	return topic, topic + "/" + p + "/" + off
 }
 
+// lateStream reports whether late record r is stream's: its reckon.stream
+// header names it (a record without one is every stream's of its topic).
+func lateStream(r *kgo.Record, stream string) bool {
+	for _, h := range r.Headers {
+		if h.Key == "reckon.stream" {
+			return string(h.Value) == stream
+		}
+	}
+	return true
+}
+
 // Outputs is what a stream published and committed, read back from its
 // topics and committed state (`reckon verify` checks it against a
 // generator's manifest).
@@ -149,7 +160,9 @@ func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (O
 		return out, err
 	}
 	if err := kafkaconn.ReadTopic(ctx, cfg.Kafka, "verify", cfg.Topics.Late, func(r *kgo.Record) error {
-		if t, src := sourceOf(r); t == s.Topic {
+		// Streams sharing a topic (a hopping one beside a tumbling one)
+		// each judge lateness: a late record is its stream's.
+		if t, src := sourceOf(r); t == s.Topic && lateStream(r, s.Name) {
 			out.Late[src] = true
 		}
 		return nil

@@ -27,7 +27,10 @@ func TestVerify(t *testing.T) {
 	_, brokers := testenv.Kafka(t, 1, "")
 	sets := []string{"--set", "kafka.brokers=" + brokers[0], "--set", "metrics.addr=",
 		"--set", "stream_worker.commit_interval=20ms", "--set", "stream_worker.session_timeout=1s",
-		"--set", "stream_worker.instance=verify-test"}
+		"--set", "stream_worker.instance=verify-test",
+		// The dev stack's demo streams: payments_hop, hopping windows on
+		// the same records, judges lateness for itself (docs/adr/0041).
+		"--set", "dev.demo=true"}
 	cmd := func(args ...string) []string { return append(args, sets...) }
 	if code, out, errb := runReckon(t, append(cmd("topics"), "apply")...); code != 0 {
 		t.Fatalf("topics apply: exit %d: %s %s", code, out, errb)
@@ -75,6 +78,13 @@ func TestVerify(t *testing.T) {
 	}
 	if strings.Contains(out, "dead-lettered   0\n") || strings.Contains(out, "duplicates      0\n") || strings.Contains(out, "late output     0\n") {
 		t.Errorf("traffic too clean to test the ledger")
+	}
+	// The hopping stream on the same records: its own ledger balances with
+	// its own late records, and its windows are the manifest's.
+	code, out, errb = runReckon(t, cmd("verify", "--manifest", man, "--stream", "payments_hop")...)
+	t.Log("\n" + out)
+	if code != 0 || !strings.Contains(out, "unaccounted     0") || !strings.Contains(out, "verify payments_hop: conserved") {
+		t.Fatalf("verify --stream payments_hop: exit %d: %s", code, errb)
 	}
 
 	// The stream alone is not the truth: events beyond allowed lateness
