@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +65,29 @@ func TestTestEnvDeadlockBound(t *testing.T) {
 	}
 	if err := run(NewTestEnv(&s)); err != nil {
 		t.Fatalf("NewTestEnv: %v", err)
+	}
+}
+
+// TestEveryEnvFromNewTestEnv: no test file of the package makes a workflow
+// environment or replayer but through NewTestEnv and NewTestReplayer, so a
+// new test does not bring the one-second detector back.
+func TestEveryEnvFromNewTestEnv(t *testing.T) {
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f == "testenv_test.go" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, direct := range []string{".NewTestWorkflowEnvironment()", "worker.NewWorkflowReplayer()"} {
+			if strings.Contains(string(b), direct) {
+				t.Errorf("%s calls %s: use NewTestEnv / NewTestReplayer (deadlock bound for loaded machines)", f, direct)
+			}
+		}
 	}
 }
