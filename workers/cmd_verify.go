@@ -38,6 +38,9 @@ func runVerify(ctx context.Context, cx *cmdContext) error {
 	truth := cx.fs.Bool("truth", false, "also fail when a closed window's final version differs from the truth (run after reconcile)")
 	timeout := cx.fs.Duration("timeout", 2*time.Minute, "give up reading the topics after this long")
 	lakeCheck := cx.fs.Bool("lake", false, "also fail unless every archived record of the manifest is held exactly once in the lake's raw, rejected or raw_dropped table")
+	featuresCheck := cx.fs.Bool("features", false, "also fail unless every committed record of the features topic is "+
+		"in the lake's features table exactly once (waiting for the features archive up to --timeout) and the curated "+
+		"features table agrees with it")
 	if err := cx.parse(); err != nil {
 		return err
 	}
@@ -114,12 +117,29 @@ func runVerify(ctx context.Context, cx *cmdContext) error {
 			return lakecheck.ErrNotAccounted
 		}
 	}
+	if *featuresCheck {
+		lk, err := openConfiguredLake(cx.cfg, "")
+		if err != nil {
+			return err
+		}
+		acc, err := verifyFeatures(rctx, cx.cfg, lk)
+		if err != nil {
+			return err
+		}
+		acc.print(cx.stdout, cx.cfg.Topics.Features)
+		if !acc.ok() {
+			return errFeaturesNotArchived
+		}
+	}
 	verdict := "conserved, on time"
 	if *truth {
 		verdict += " and truthful"
 	}
 	if *lakeCheck {
 		verdict += ", every archived offset once in the lake"
+	}
+	if *featuresCheck {
+		verdict += ", every served feature once in the lake"
 	}
 	fmt.Fprintf(cx.stdout, "verify %s: %s\n", s.Name, verdict)
 	return nil

@@ -273,6 +273,23 @@ func TestSeedFeaturesEndToEnd(t *testing.T) {
 		}
 	}
 	t.Logf("report: %+v", got)
+
+	// reckon verify --features: every served feature once in the lake (the
+	// 13 and the push event's), the curated table consistent with them.
+	vctx, vcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer vcancel()
+	acc, err := verifyFeatures(vctx, st.cfg, st.lk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b2 strings.Builder
+	acc.print(&b2, st.cfg.Topics.Features)
+	t.Log(b2.String())
+	if !acc.ok() || acc.Records != 14 || acc.Rows != 14 || acc.Exact != want.Exact || acc.Differs != want.Differs ||
+		acc.NotServed != want.NotServed {
+		t.Errorf("verify --features: %+v; want 14 records and rows, %d exact, %d differ, %d not served",
+			acc, want.Exact, want.Differs, want.NotServed)
+	}
 }
 
 // seedRecord is a payments checkout of the seed on partition 0.

@@ -9,7 +9,8 @@
 // in production), waits until the stream has purged the run's last window,
 // runs the reconciliation for the traffic's date(s), checks that it
 // completes and checked every window of the run, stops the background
-// traffic and runs `reckon verify --truth` over both manifests. It prints what was killed when, the ledger,
+// traffic and runs `reckon verify --truth --features` over both manifests (every served feature archived
+// once, the curated features table consistent with it). It prints what was killed when, the ledger,
 // and a final line `chaos: N passed, M failed`; it exits non-zero on any
 // failure. With -lake-faults R (make chaos CHAOS_ARGS='-lake-faults 0.05')
 // the stack's lake storage also fails, stalls or loses the answer of a
@@ -288,10 +289,12 @@ func run(ctx context.Context, bin, temporalBin, weed, base string, count int64, 
 	scancel()
 	check("stream caught up", err)
 
-	out, err := devstack.RunCmd(ctx, bin, st.Args("verify", "--manifest", gen.Manifest, "--manifest", bg.Manifest, "--truth")...)
+	out, err := devstack.RunCmd(ctx, bin, st.Args("verify", "--manifest", gen.Manifest, "--manifest", bg.Manifest, "--truth",
+		"--features")...)
 	fmt.Print(devstack.Indent(out))
-	check("verify --truth of the run and the background traffic (conserved: produced = accepted + late + "+
-		"dead-lettered + duplicates; closed windows = truth)", err)
+	check("verify --truth --features of the run and the background traffic (conserved: produced = accepted + late + "+
+		"dead-lettered + duplicates; closed windows = truth; every served feature archived once, the features view "+
+		"consistent with it)", err)
 
 	if lakeFaults > 0 {
 		injected := strings.Count(devstack.ReadFileString(st.LogPath), "lake: injected ")

@@ -1,0 +1,245 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"reckon/internal/config"
+	"reckon/internal/event"
+	"reckon/internal/kafkaconn"
+	"reckon/lake"
+)
+
+// errFeaturesNotArchived makes `reckon verify --features` exit non-zero.
+var errFeaturesNotArchived = errors.New("verify: the features table does not hold every served feature exactly once, " +
+	"or the curated features table disagrees with it")
+
+// featureAccount is what `reckon verify --features` found.
+type featureAccount struct {
+	Records, Rows      int64    // committed feature records; rows of the features table
+	Missing, Twice     int64    // records in no row; records in more than one
+	Differ             int64    // rows whose figures are not their record's
+	Examples           []string // a few of the above, "partition/offset: why"
+	Events, BadStatus  int64    // feature_status rows; rows whose served figures or status contradict the history
+	Exact, Differs     int64    // of Events
+	NotServed, Pending int64
+}
+
+func (a *featureAccount) example(format string, args ...any) {
+	if len(a.Examples) < 10 {
+		a.Examples = append(a.Examples, fmt.Sprintf(format, args...))
+	}
+}
+
+func (a featureAccount) ok() bool {
+	return a.Missing == 0 && a.Twice == 0 && a.Differ == 0 && a.BadStatus == 0
+}
+
+func (a featureAccount) print(w io.Writer, topic string) {
+	fmt.Fprintf(w, "features: %d committed records on %s, %d rows in the features table: %d never archived, "+
+		"%d archived twice or more, %d with other figures\n", a.Records, topic, a.Rows, a.Missing, a.Twice, a.Differ)
+	fmt.Fprintf(w, "features table (curated): %d events: %d exact, %d differ, %d not served, %d pending; "+
+		"%d contradict the served history\n", a.Events, a.Exact, a.Differs, a.NotServed, a.Pending, a.BadStatus)
+	for _, e := range a.Examples {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
+}
+
+// verifyFeatures checks the features archive against the features topic
+// (docs/adr/0036-features-archive.md): after waiting, until ctx ends, for
+// the archive's progress to reach every partition's last stable offset,
+// every committed feature record is a row of the features table exactly
+// once, with the record's figures; and every row of the curated
+// feature_status table of a stream with features holds its event's first
+// served feature and a status that follows from its figures
+// (docs/adr/0038-feature-truth.md).
+func verifyFeatures(ctx context.Context, cfg *config.Config, lk *lake.Lake) (featureAccount, error) {
+	var acc featureAccount
+	topic := cfg.Topics.Features
+	adm, closeAdm, err := kafkaconn.NewAdmin(cfg.Kafka, "verify-features")
+	if err != nil {
+		return acc, err
+	}
+	defer closeAdm()
+	lso, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return acc, fmt.Errorf("verify: features topic %s: %w", topic, err)
+	}
+	ends := map[int32]int64{}
+	lso.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	// The archive reaches the ends (its steps run every idle interval).
+	for {
+		behind := ""
+		for p, end := range ends {
+			if end == 0 {
+				continue
+			}
+			pr, err := lk.ReadProgress(ctx, topic, p)
+			if err != nil || pr.NextOffset < end {
+				behind = fmt.Sprintf("%s/%d archived to %d of %d", topic, p, pr.NextOffset, end)
+				break
+			}
+		}
+		if behind == "" {
+			break
+		}
+		t := time.NewTimer(500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return acc, fmt.Errorf("verify: waiting for the features archive: %s: %w", behind, ctx.Err())
+		case <-t.C:
+		}
+	}
+	// Every committed record below the ends.
+	type place struct {
+		p int32
+		o int64
+	}
+	want := map[place]event.Feature{}
+	if len(ends) > 0 {
+		cl, err := kgo.NewClient(append(kafkaconn.Opts(cfg.Kafka, "verify-features"),
+			kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+		if err != nil {
+			return acc, err
+		}
+		defer cl.Close()
+		next := map[int32]int64{}
+		done := func() bool {
+			for p, end := range ends {
+				if next[p] < end {
+					return false
+				}
+			}
+			return true
+		}
+		for !done() {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return acc, fmt.Errorf("verify: reading %s: %w", topic, ctx.Err())
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				next[r.Partition] = max(next[r.Partition], r.Offset+1)
+				if r.Attrs.IsControl() || r.Offset >= ends[r.Partition] {
+					return
+				}
+				var f event.Feature
+				if err := json.Unmarshal(r.Value, &f); err == nil {
+					want[place{r.Partition, r.Offset}] = f
+				}
+			})
+		}
+	}
+	acc.Records = int64(len(want))
+	streams, err := lk.FeatureStreams(ctx)
+	if err != nil {
+		return acc, err
+	}
+	seen := map[place]int{}
+	far := time.Unix(0, math.MaxInt64/2)
+	for _, s := range streams {
+		rows, err := lk.ReadFeatures(ctx, s, time.Unix(0, 0), far)
+		if err != nil {
+			return acc, err
+		}
+		for _, r := range rows {
+			acc.Rows++
+			k := place{r.KafkaPartition, r.KafkaOffset}
+			seen[k]++
+			f, ok := want[k]
+			if !ok {
+				continue // a record past the ends, archived since
+			}
+			if b := r.Feature(); b.EventID != f.EventID || b.Count != f.Count || b.Sum != f.Sum || b.Key != f.Key {
+				acc.Differ++
+				acc.example("%d/%d: row %s %d/%v, record %s %d/%v", k.p, k.o, b.EventID, b.Count, b.Sum, f.EventID, f.Count, f.Sum)
+			}
+		}
+		if err := checkFeatureStatus(ctx, lk, s, rows, far, &acc); err != nil {
+			return acc, err
+		}
+	}
+	for k := range want {
+		switch seen[k] {
+		case 0:
+			acc.Missing++
+			acc.example("%d/%d: never archived", k.p, k.o)
+		case 1:
+		default:
+			acc.Twice++
+			acc.example("%d/%d: archived %d times", k.p, k.o, seen[k])
+		}
+	}
+	return acc, nil
+}
+
+// checkFeatureStatus checks stream's curated feature_status rows against
+// the served history (rows): each row's served figures are its event's
+// first served feature (or NULL when the table lacks one), and its status
+// follows from its figures.
+func checkFeatureStatus(ctx context.Context, lk *lake.Lake, stream string, served []lake.FeatureRow, far time.Time,
+	acc *featureAccount) error {
+	first := map[string]*lake.FeatureRow{}
+	for i := range served {
+		f := &served[i]
+		o := first[f.EventID]
+		if o == nil || f.EmittedAt < o.EmittedAt || f.EmittedAt == o.EmittedAt &&
+			(f.KafkaPartition < o.KafkaPartition || f.KafkaPartition == o.KafkaPartition && f.KafkaOffset < o.KafkaOffset) {
+			first[f.EventID] = f
+		}
+	}
+	rows, err := lk.ReadFeatureStatus(ctx, stream, time.Unix(0, 0), far)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		acc.Events++
+		want := lake.FeaturePending
+		switch {
+		case r.TrueCount == nil:
+		case r.ServedCount == nil:
+			want = lake.FeatureNotServed
+		case *r.ServedCount == *r.TrueCount && *r.ServedSum == *r.TrueSum:
+			want = lake.FeatureExact
+		default:
+			want = lake.FeatureDiffers
+		}
+		switch r.Status {
+		case lake.FeatureExact:
+			acc.Exact++
+		case lake.FeatureDiffers:
+			acc.Differs++
+		case lake.FeatureNotServed:
+			acc.NotServed++
+		case lake.FeaturePending:
+			acc.Pending++
+		}
+		f := first[r.EventID]
+		bad := r.Status != want
+		switch {
+		case f == nil:
+			// Served after the curation read it, or never: only a row
+			// claiming a served figure the history lacks is wrong.
+			bad = bad || r.ServedCount != nil
+		case r.ServedCount == nil:
+			// Curation of the served file is behind (its workflow curates
+			// after writing): not wrong yet.
+		default:
+			bad = bad || *r.ServedCount != f.Count || *r.ServedSum != f.Sum
+		}
+		if bad {
+			acc.BadStatus++
+			acc.example("%s %s: status %s (want %s), served %v", stream, r.EventID, r.Status, want, r.ServedCount)
+		}
+	}
+	return nil
+}
