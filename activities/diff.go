@@ -82,7 +82,7 @@ func diffWindows(s diffSettings, t *windowTable) windowDiff {
 		row := lake.SummaryRow{
 			Stream: s.Stream, Key: t.keys[c.key], WindowStart: start.UnixMicro(), WindowEnd: start.Add(s.Window).UnixMicro(),
 			Count: tr.Count, Sum: tr.Sum, Min: tr.Min, Max: tr.Max,
-			Timing: "truth", ComputedBy: event.ComputedByBatch, EmittedAt: nowUS,
+			Timing: "truth", ComputedBy: event.ComputedByBatch, EmittedAt: nowUS, ProcessedAt: nowUS,
 		}
 		rep.Windows++
 		rep.Events += tr.Count
@@ -121,7 +121,7 @@ func diffWindows(s diffSettings, t *windowTable) windowDiff {
 			Stream: s.Stream, Key: row.Key, WindowStart: start, WindowEnd: start.Add(s.Window),
 			Count: tr.Count, Sum: tr.Sum, Min: tr.Min, Max: tr.Max,
 			Version: latest.version + 1, Timing: event.TimingCorrection, ComputedBy: event.ComputedByBatch,
-			EmittedAt: s.Now, Reason: why,
+			EmittedAt: s.Now, ProcessedAt: s.Now, Reason: why,
 		}
 		row.Version, row.Reason = p.Version, "corrected: "+why
 		was := event.Pane{Version: latest.version, Count: latest.count, Sum: latest.sum, Min: latest.min, Max: latest.max}

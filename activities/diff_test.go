@@ -61,7 +61,7 @@ func tableOf(sparse bool, selected []winKey, truth map[winKey]event.Agg, beyond 
 	for k, ps := range pub {
 		for _, p := range ps {
 			f := paneFig{version: p.Version, count: p.Count, sum: p.Sum, min: p.Min, max: p.Max}
-			t.addPane(cellID{t.intern(k.key), k.start}, f, p.ComputedBy, p.EmittedAt.UnixMicro())
+			t.addPane(cellID{t.intern(k.key), k.start}, f, p.ComputedBy, p.Processed().UnixMicro())
 		}
 	}
 	for k, a := range truth {

@@ -58,11 +58,13 @@ type cell struct {
 	flags  cellFlags
 	latest paneFig // valid with hasPane
 	stream paneFig // valid with hasStreamPane
-	// streamEmittedUS is the stream pane's emitted_at in microseconds,
-	// rounded down: an event ingested (whole microseconds) after it came
-	// too late for that pane.
-	streamEmittedUS int64
-	truth           event.Agg
+	// streamProcessedUS is the stream pane's processing clock
+	// (processed_at, event.Pane.Processed) in microseconds, rounded down:
+	// an event ingested (whole microseconds) after it came too late for
+	// that pane. Not emitted_at: the pane was produced later than the
+	// clock its content stands on.
+	streamProcessedUS int64
+	truth             event.Agg
 	// beyond counts the window's events that arrived after the stream's
 	// latest pane of it was emitted (all, when it has none).
 	beyond int64
@@ -178,7 +180,7 @@ func (t *windowTable) find(key string, start int64) int32 {
 // summaries topic would read it, in order: the latest is the highest
 // version by any producer (the first of equal ones), the stream's the
 // highest version it computed.
-func (t *windowTable) addPane(id cellID, f paneFig, computedBy string, emittedUS int64) {
+func (t *windowTable) addPane(id cellID, f paneFig, computedBy string, processedUS int64) {
 	i := t.cell(id)
 	if i < 0 {
 		return
@@ -193,7 +195,7 @@ func (t *windowTable) addPane(id cellID, f paneFig, computedBy string, emittedUS
 		}
 	}
 	if computedBy == event.ComputedByStream && (c.flags&hasStreamPane == 0 || f.version > c.stream.version) {
-		c.stream, c.streamEmittedUS = f, emittedUS
+		c.stream, c.streamProcessedUS = f, processedUS
 		c.flags |= hasStreamPane
 	}
 }
@@ -215,14 +217,14 @@ func (a *BatchTruth) loadPublished(ctx context.Context, t *windowTable, stream s
 	}
 	for i := range figs.Len() {
 		f := paneFig{version: figs.Version[i], count: figs.Count[i], sum: figs.Sum[i], min: figs.Min[i], max: figs.Max[i]}
-		t.addPane(cellID{keys[figs.Key[i]], figs.WindowStart[i] * 1000}, f, figs.ComputedBys[figs.ComputedBy[i]], figs.EmittedAt[i])
+		t.addPane(cellID{keys[figs.Key[i]], figs.WindowStart[i] * 1000}, f, figs.ComputedBys[figs.ComputedBy[i]], figs.ProcessedAt[i])
 	}
 	add := func(p *event.Pane) {
 		if p.Stream != stream || p.WindowStart.Before(from) || !p.WindowStart.Before(to) {
 			return
 		}
 		f := paneFig{version: p.Version, count: p.Count, sum: p.Sum, min: p.Min, max: p.Max}
-		t.addPane(cellID{t.intern(p.Key), p.WindowStart.UnixNano()}, f, p.ComputedBy, p.EmittedAt.UnixMicro())
+		t.addPane(cellID{t.intern(p.Key), p.WindowStart.UnixNano()}, f, p.ComputedBy, p.Processed().UnixMicro())
 	}
 	topic := a.Cfg.Topics.Summaries
 	k, err := a.kafka()

@@ -386,7 +386,7 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 					continue
 				}
 				c := &t.cells[ci]
-				if c.flags&hasStreamPane == 0 || ing > c.streamEmittedUS {
+				if c.flags&hasStreamPane == 0 || ing > c.streamProcessedUS {
 					c.beyond++
 				}
 				rowCells = append(rowCells, ci)
@@ -430,7 +430,7 @@ func (a *BatchTruth) foldLake(ctx context.Context, st config.Stream, from, to ti
 			}
 			c := &t.cells[ci]
 			ing := r.IngestedAt()
-			if c.flags&hasStreamPane == 0 || ing > c.streamEmittedUS {
+			if c.flags&hasStreamPane == 0 || ing > c.streamProcessedUS {
 				c.beyond++
 			}
 			v := 0.0

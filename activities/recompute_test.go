@@ -116,10 +116,13 @@ func (f *truthFixture) archive(t *testing.T, through time.Time) {
 	}
 }
 
-func (f *truthFixture) pane(user string, win time.Time, count int64, sum, mn, mx float64, version int64, timing event.Timing, emitted time.Time) *kgo.Record {
+// pane is a stream pane made at processed on the stream's processing
+// clock and produced two hours later (a worker re-processing after a
+// restart): the batch must judge arrivals by processed_at, not emitted_at.
+func (f *truthFixture) pane(user string, win time.Time, count int64, sum, mn, mx float64, version int64, timing event.Timing, processed time.Time) *kgo.Record {
 	p := event.Pane{Stream: "payments", Key: user, WindowStart: win, WindowEnd: win.Add(5 * time.Minute),
 		Count: count, Sum: sum, Min: mn, Max: mx, Version: version, Timing: timing, ComputedBy: event.ComputedByStream,
-		Watermark: emitted.Add(-5 * time.Second), EmittedAt: emitted}
+		Watermark: processed.Add(-5 * time.Second), ProcessedAt: processed, EmittedAt: processed.Add(2 * time.Hour)}
 	return &kgo.Record{Topic: summaries, Key: []byte(p.RecordKey()), Value: p.AppendJSON(nil)}
 }
 

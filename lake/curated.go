@@ -140,7 +140,7 @@ func (l *Lake) Curate(ctx context.Context, files []string) (CurateResult, error)
 	for _, d := range order {
 		var summaries, truth []SummaryRow
 		for _, f := range src[d] {
-			rows, err := readRows[SummaryRow](ctx, l, f, -1)
+			rows, err := readSummaryRows(ctx, l, f, -1)
 			if err != nil {
 				return res, fmt.Errorf("lake: curate: %w", err)
 			}
@@ -180,7 +180,7 @@ func (l *Lake) RebuildCurated(ctx context.Context, stream string, day time.Time)
 			return CurateResult{}, fmt.Errorf("lake: curate: %w", err)
 		}
 		for _, f := range fs {
-			rs, err := readRows[SummaryRow](ctx, l, storage.JoinKey(dir, f.Name), f.Size)
+			rs, err := readSummaryRows(ctx, l, storage.JoinKey(dir, f.Name), f.Size)
 			if err != nil {
 				return CurateResult{}, fmt.Errorf("lake: curate: %w", err)
 			}

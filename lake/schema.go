@@ -119,9 +119,14 @@ type SummaryRow struct {
 	Timing      string  `parquet:"timing,dict"`
 	ComputedBy  string  `parquet:"computed_by,dict"`
 	// Watermark is zero (the epoch) for batch corrections.
-	Watermark int64  `parquet:"watermark,timestamp(microsecond:utc)"`
-	EmittedAt int64  `parquet:"emitted_at,timestamp(microsecond:utc)"`
-	Reason    string `parquet:"reason"`
+	Watermark int64 `parquet:"watermark,timestamp(microsecond:utc)"`
+	EmittedAt int64 `parquet:"emitted_at,timestamp(microsecond:utc)"`
+	// ProcessedAt is the pane's processing clock (event.Pane.Processed:
+	// emitted_at for a pane published before processed_at existed, and
+	// for batch rows); 0 in a file written before the column existed,
+	// read as emitted_at (Pane, ReadPaneFigures).
+	ProcessedAt int64  `parquet:"processed_at,timestamp(microsecond:utc)"`
+	Reason      string `parquet:"reason"`
 }
 
 // SummaryRowOf converts a pane to its lake row.
@@ -140,12 +145,14 @@ func SummaryRowOf(p event.Pane) SummaryRow {
 		ComputedBy:  p.ComputedBy,
 		Watermark:   micros(p.Watermark),
 		EmittedAt:   micros(p.EmittedAt),
+		ProcessedAt: micros(p.Processed()),
 		Reason:      p.Reason,
 	}
 }
 
-// Pane converts a lake row back to a pane; a zero watermark becomes the
-// zero time.Time.
+// Pane converts a lake row back to a pane; a zero watermark or
+// processed_at becomes the zero time.Time (Pane.Processed then reads
+// emitted_at).
 func (r SummaryRow) Pane() event.Pane {
 	p := event.Pane{
 		Stream:      r.Stream,
@@ -164,6 +171,9 @@ func (r SummaryRow) Pane() event.Pane {
 	}
 	if r.Watermark != 0 {
 		p.Watermark = time.UnixMicro(r.Watermark).UTC()
+	}
+	if r.ProcessedAt != 0 {
+		p.ProcessedAt = time.UnixMicro(r.ProcessedAt).UTC()
 	}
 	return p
 }

@@ -118,7 +118,7 @@ func (l *Lake) readPaneTable(ctx context.Context, table, stream string, from, to
 	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
 	var out []event.Pane
 	for _, f := range files {
-		rows, err := readRows[SummaryRow](ctx, l, f.key, f.size)
+		rows, err := readSummaryRows(ctx, l, f.key, f.size)
 		if err != nil {
 			return nil, err
 		}
@@ -183,17 +183,21 @@ type PaneFigures struct {
 	// indexes it.
 	ComputedBys []string
 	ComputedBy  []int32
-	// WindowStart and EmittedAt are microseconds since the epoch.
-	WindowStart, EmittedAt []int64
-	Version, Count         []int64
-	Sum, Min, Max          []float64
+	// WindowStart and ProcessedAt are microseconds since the epoch.
+	// ProcessedAt is the pane's processing clock: processed_at, or
+	// emitted_at in a file written before processed_at existed (then it
+	// was that clock).
+	WindowStart, ProcessedAt []int64
+	Version, Count           []int64
+	Sum, Min, Max            []float64
 }
 
 // Len is the number of rows.
 func (f *PaneFigures) Len() int { return len(f.Key) }
 
 // paneFigureColumns are the summaries columns PaneFigures reads.
-var paneFigureColumns = [...]string{"key", "computed_by", "window_start", "emitted_at", "version", "count", "sum", "min", "max"}
+// The fourth is read as emitted_at where a file has no processed_at.
+var paneFigureColumns = [...]string{"key", "computed_by", "window_start", "processed_at", "version", "count", "sum", "min", "max"}
 
 // ReadPaneFigures is ReadPanes reduced to the columns that decide which
 // pane of a window is the latest, read column by column: the rows are the
@@ -236,6 +240,9 @@ func (l *Lake) readPaneFigures(ctx context.Context, tf tableFile, out *PaneFigur
 	var leaf [len(paneFigureColumns)]int
 	for i, name := range paneFigureColumns {
 		c, ok := pf.Schema().Lookup(name)
+		if !ok && name == "processed_at" {
+			c, ok = pf.Schema().Lookup("emitted_at")
+		}
 		if !ok {
 			return fmt.Errorf("%w: %s has no column %q", ErrBadFile, tf.key, name)
 		}
@@ -257,7 +264,7 @@ func (l *Lake) readPaneFigures(ctx context.Context, tf tableFile, out *PaneFigur
 			readInterned(cc[leaf[0]], &out.Key, dicts, internKey),
 			readInterned(cc[leaf[1]], &out.ComputedBy, dicts, internBy),
 			readFixed(cc[leaf[2]], &out.WindowStart, i64, int64Data),
-			readFixed(cc[leaf[3]], &out.EmittedAt, i64, int64Data),
+			readFixed(cc[leaf[3]], &out.ProcessedAt, i64, int64Data),
 			readFixed(cc[leaf[4]], &out.Version, i64, int64Data),
 			readFixed(cc[leaf[5]], &out.Count, i64, int64Data),
 			readFixed(cc[leaf[6]], &out.Sum, f64, doubleData),
@@ -266,7 +273,7 @@ func (l *Lake) readPaneFigures(ctx context.Context, tf tableFile, out *PaneFigur
 		)
 		if err == nil {
 			n := n0 + int(rg.NumRows())
-			for _, l := range []int{len(out.Key), len(out.ComputedBy), len(out.WindowStart), len(out.EmittedAt), len(out.Version), len(out.Count), len(out.Sum), len(out.Min), len(out.Max)} {
+			for _, l := range []int{len(out.Key), len(out.ComputedBy), len(out.WindowStart), len(out.ProcessedAt), len(out.Version), len(out.Count), len(out.Sum), len(out.Min), len(out.Max)} {
 				if l != n {
 					err = fmt.Errorf("a column has %d values for %d rows", l-n0, n-n0)
 				}
@@ -283,7 +290,7 @@ func (l *Lake) readPaneFigures(ctx context.Context, tf tableFile, out *PaneFigur
 // grow makes room for n more rows in every column.
 func (f *PaneFigures) grow(n int) {
 	f.Key, f.ComputedBy = slices.Grow(f.Key, n), slices.Grow(f.ComputedBy, n)
-	f.WindowStart, f.EmittedAt = slices.Grow(f.WindowStart, n), slices.Grow(f.EmittedAt, n)
+	f.WindowStart, f.ProcessedAt = slices.Grow(f.WindowStart, n), slices.Grow(f.ProcessedAt, n)
 	f.Version, f.Count = slices.Grow(f.Version, n), slices.Grow(f.Count, n)
 	f.Sum, f.Min, f.Max = slices.Grow(f.Sum, n), slices.Grow(f.Min, n), slices.Grow(f.Max, n)
 }
@@ -296,13 +303,26 @@ func (f *PaneFigures) keep(n0 int, ok func(i int) bool) {
 			continue
 		}
 		if i != j {
-			f.Key[j], f.ComputedBy[j], f.WindowStart[j], f.EmittedAt[j] = f.Key[i], f.ComputedBy[i], f.WindowStart[i], f.EmittedAt[i]
+			f.Key[j], f.ComputedBy[j], f.WindowStart[j], f.ProcessedAt[j] = f.Key[i], f.ComputedBy[i], f.WindowStart[i], f.ProcessedAt[i]
 			f.Version[j], f.Count[j], f.Sum[j], f.Min[j], f.Max[j] = f.Version[i], f.Count[i], f.Sum[i], f.Min[i], f.Max[i]
 		}
 		j++
 	}
-	f.Key, f.ComputedBy, f.WindowStart, f.EmittedAt = f.Key[:j], f.ComputedBy[:j], f.WindowStart[:j], f.EmittedAt[:j]
+	f.Key, f.ComputedBy, f.WindowStart, f.ProcessedAt = f.Key[:j], f.ComputedBy[:j], f.WindowStart[:j], f.ProcessedAt[:j]
 	f.Version, f.Count, f.Sum, f.Min, f.Max = f.Version[:j], f.Count[:j], f.Sum[:j], f.Min[:j], f.Max[:j]
+}
+
+// readSummaryRows reads a summaries or truth file: a file written before
+// processed_at existed gets emitted_at there (then that was the
+// processing clock, and a batch row's is its emitted_at).
+func readSummaryRows(ctx context.Context, l *Lake, key string, size int64) ([]SummaryRow, error) {
+	rows, err := readRows[SummaryRow](ctx, l, key, size)
+	for i := range rows {
+		if rows[i].ProcessedAt == 0 {
+			rows[i].ProcessedAt = rows[i].EmittedAt
+		}
+	}
+	return rows, err
 }
 
 // readRows reads every row of the parquet file key as T.

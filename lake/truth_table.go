@@ -72,7 +72,7 @@ func (l *Lake) MergeTruthRows(ctx context.Context, stream, name string, rows []S
 	merged := slices.Clip(rows)
 	for day := range days {
 		key := storage.JoinKey(paneDateKey(TruthDir, stream, time.UnixMicro(day*microsPerDay)), name+".parquet")
-		old, err := readRows[SummaryRow](ctx, l, key, -1)
+		old, err := readSummaryRows(ctx, l, key, -1)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -131,8 +131,9 @@ type Outputs struct {
 
 // CollectOutputs gathers what stream s published and committed: the
 // highest version per window from the summaries topic (stream and batch
-// corrections alike), its on_time panes emitted too early, the late and DLQ records whose source is s's raw
-// topic, and the operators' committed counters and lowest watermark.
+// corrections alike), its on_time panes fired too early (processing
+// clock), the late and DLQ records whose source is s's raw topic, and the
+// operators' committed counters and lowest watermark.
 func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (Outputs, error) {
 	out := Outputs{Panes: map[string]event.Pane{}, Late: map[string]bool{}, DLQ: map[string]string{}}
 	err := kafkaconn.ReadTopic(ctx, cfg.Kafka, "verify", cfg.Topics.Summaries, func(r *kgo.Record) error {
@@ -145,9 +146,11 @@ func CollectOutputs(ctx context.Context, cfg *config.Config, s config.Stream) (O
 		}
 		if p.Timing == event.TimingOnTime && p.ComputedBy == event.ComputedByStream {
 			out.OnTime++
-			if due := p.WindowEnd.Add(s.OutOfOrderness); p.EmittedAt.Before(due) {
-				out.EarlyOnTime = append(out.EarlyOnTime, fmt.Sprintf("%s v%d emitted %s, due %s",
-					p.RecordKey(), p.Version, p.EmittedAt.UTC().Format(time.RFC3339Nano), due.UTC().Format(time.RFC3339Nano)))
+			// On the processing clock (processed_at, or emitted_at of a
+			// pane published before it): when it was produced is later.
+			if due := p.WindowEnd.Add(s.OutOfOrderness); p.Processed().Before(due) {
+				out.EarlyOnTime = append(out.EarlyOnTime, fmt.Sprintf("%s v%d processed %s, due %s",
+					p.RecordKey(), p.Version, p.Processed().UTC().Format(time.RFC3339Nano), due.UTC().Format(time.RFC3339Nano)))
 			}
 		}
 		k := p.RecordKey()

@@ -35,19 +35,21 @@ func (w *Worker) drainOutputs(part *partition, src *kgo.Record) []*kgo.Record {
 	// producer before the next drain.
 	out := part.out[:0]
 	a := &part.arena
-	// emitted is when the features are produced, in this transaction:
-	// their emitted_at and Kafka timestamp (the operator stamped the
-	// record's arrival, which a restart's re-processing leaves behind). A
-	// pane's emitted_at stays the operator's processing clock
-	// (event.Pane.EmittedAt); the producer stamps its record's timestamp.
+	// emitted is when the features and panes are produced, in this
+	// transaction: their emitted_at and Kafka timestamp (the operator
+	// stamped the record's arrival, which a restart's re-processing leaves
+	// behind). A pane keeps the operator's processing clock in
+	// processed_at (event.Pane.ProcessedAt).
 	var emitted time.Time
 	for _, so := range part.ops {
-		if emitted.IsZero() && len(so.out.Features) > 0 {
+		if emitted.IsZero() && (len(so.out.Features) > 0 || len(so.out.Panes) > 0) {
 			emitted = w.now().UTC()
 		}
 		for i := range so.out.Panes {
 			p := &so.out.Panes[i]
+			p.EmittedAt = emitted
 			r := a.record(w.cfg.Topics.Summaries)
+			r.Timestamp = emitted
 			r.Key = a.appendString(p.RecordKey())
 			a.reserve(maxOutputJSON)
 			start := len(a.b)

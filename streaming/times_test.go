@@ -14,14 +14,15 @@ import (
 	"reckon/internal/event"
 )
 
-// TestOutputTimes: a feature's emitted_at is when the worker produced it,
-// on the worker's clock (also its record's Kafka timestamp), and its
-// arrived_at is the source record's Kafka timestamp. A pane's emitted_at
-// stays the stream's arrival-driven processing clock, which the batch and
-// the verification compare arrivals and progress with (event.Pane). The
-// worker's clock runs a day ahead here, so a field stamped from the wrong
-// clock is a day off, not a few milliseconds. (A restart re-processes
-// records that arrived before it: there the two clocks part for real.)
+// TestOutputTimes: a feature's and a pane's emitted_at is when the worker
+// produced it, on the worker's clock (also its record's Kafka timestamp);
+// a feature's arrived_at is the source record's Kafka timestamp and a
+// pane's processed_at the stream's arrival-driven processing clock, which
+// the batch and the verification compare arrivals and progress with
+// (event.Pane). The worker's clock runs a day ahead here, so a field
+// stamped from the wrong clock is a day off, not a few milliseconds. (A
+// restart re-processes records that arrived before it: there the clocks
+// part for real.)
 func TestOutputTimes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration")
@@ -97,9 +98,13 @@ func TestOutputTimes(t *testing.T) {
 		panes++
 		// The processing clock follows the arrivals (and ticks from the
 		// last one on): never the worker's clock a day ahead.
-		if p.EmittedAt.Before(first) || p.EmittedAt.After(last.Add(after.Sub(before))) {
-			t.Errorf("pane %s v%d: emitted_at %s outside the arrivals %s … %s (+ the run)",
-				p.RecordKey(), p.Version, p.EmittedAt, first, last)
+		if p.ProcessedAt.Before(first) || p.ProcessedAt.After(last.Add(after.Sub(before))) {
+			t.Errorf("pane %s v%d: processed_at %s outside the arrivals %s … %s (+ the run)",
+				p.RecordKey(), p.Version, p.ProcessedAt, first, last)
+		}
+		if !within(p.EmittedAt) || !ms(p.EmittedAt).Equal(r.Timestamp) {
+			t.Errorf("pane %s v%d: emitted_at %s, record timestamp %s; the worker's clock ran %s … %s",
+				p.RecordKey(), p.Version, p.EmittedAt, r.Timestamp, before, after)
 		}
 	})
 	if features == 0 || panes == 0 {

@@ -218,7 +218,7 @@ func collect(t *testing.T, cfg *config.Config) outputs {
 		k := p.RecordKey()
 		o.versions[k] = append(o.versions[k], p.Version)
 		if p.Version > o.final[k].Version {
-			p.EmittedAt, p.Watermark = time.Time{}, time.Time{}
+			p.EmittedAt, p.ProcessedAt, p.Watermark = time.Time{}, time.Time{}, time.Time{}
 			o.final[k] = p
 		}
 	})

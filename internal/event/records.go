@@ -38,19 +38,34 @@ type Pane struct {
 	// Watermark is the partition watermark when the pane was emitted; zero
 	// for batch corrections.
 	Watermark time.Time `json:"watermark"`
-	// EmittedAt is, for a stream pane, the stream's processing clock when
-	// the operator made it: the arrival (Kafka timestamp) of the latest
-	// record the partition had received, or the idle tick's instant on that
-	// clock — the clock of progress records' processing_time. The batch
-	// compares event arrivals with it (which events came after the pane)
-	// and the verification with progress records, so it is not the time
-	// the worker produced the record: that is the record's Kafka timestamp
-	// (docs/ARCHITECTURE.md "Output times"). For a correction, the batch's
-	// clock when it published.
+	// EmittedAt is when the pane was published: for a stream pane the
+	// stream worker's clock as it handed the record to its transaction
+	// (also the Kafka record timestamp), for a correction the batch's clock
+	// when it published. Latency is measured from it.
 	EmittedAt time.Time `json:"emitted_at"`
+	// ProcessedAt is the clock the pane's content stands on: for a stream
+	// pane the stream's processing clock when the operator made it (the
+	// arrival, Kafka timestamp, of the latest record the partition had
+	// received, or the idle tick's instant on that clock — the clock of
+	// progress records' processing_time); for a correction the same instant
+	// as EmittedAt. The batch compares event arrivals with it (which events
+	// came after the pane) and the verification with progress records.
+	// Records written before it existed lack it: read it with Processed.
+	// (docs/ARCHITECTURE.md "Output times".)
+	ProcessedAt time.Time `json:"processed_at"`
 	// Reason explains a correction (late events beyond lateness, missing
 	// pane, duplicates); empty for stream panes.
 	Reason string `json:"reason,omitempty"`
+}
+
+// Processed is the pane's processing clock: ProcessedAt, or EmittedAt for
+// a pane published before processed_at existed (then emitted_at was that
+// clock).
+func (p Pane) Processed() time.Time {
+	if p.ProcessedAt.IsZero() {
+		return p.EmittedAt
+	}
+	return p.ProcessedAt
 }
 
 // RecordKey is the Kafka record key of a pane: stream|key|window_start, with

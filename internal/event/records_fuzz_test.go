@@ -28,7 +28,7 @@ func FuzzPaneJSON(f *testing.F) {
 		start := time.Unix(startSec, nsec).UTC()
 		p := Pane{Stream: stream, Key: key, WindowStart: start, WindowEnd: start.Add(time.Duration(size) * time.Second),
 			Count: count, Sum: sum, Min: lo, Max: hi, Version: version, Timing: Timing(timing), ComputedBy: by,
-			Watermark: time.Unix(wmSec, 0).UTC(), EmittedAt: time.Unix(0, emNsec).UTC(), Reason: reason}
+			Watermark: time.Unix(wmSec, 0).UTC(), EmittedAt: time.Unix(0, emNsec).UTC(), ProcessedAt: time.Unix(wmSec+1, emNsec).UTC(), Reason: reason}
 		got := p.AppendJSON([]byte("prefix"))
 		if !bytes.HasPrefix(got, []byte("prefix")) {
 			t.Fatal("AppendJSON dropped what it was appending to")
@@ -163,5 +163,5 @@ func samePane(a, b Pane) bool {
 	return a.Stream == b.Stream && a.Key == b.Key && a.WindowStart.Equal(b.WindowStart) && a.WindowEnd.Equal(b.WindowEnd) &&
 		a.Count == b.Count && a.Sum == b.Sum && a.Min == b.Min && a.Max == b.Max && a.Version == b.Version &&
 		a.Timing == b.Timing && a.ComputedBy == b.ComputedBy && a.Watermark.Equal(b.Watermark) && a.EmittedAt.Equal(b.EmittedAt) &&
-		a.Reason == b.Reason
+		a.ProcessedAt.Equal(b.ProcessedAt) && a.Reason == b.Reason
 }

@@ -38,6 +38,8 @@ func (p *Pane) AppendJSON(b []byte) []byte {
 	b = appendTime(b, p.Watermark)
 	b = append(b, `,"emitted_at":`...)
 	b = appendTime(b, p.EmittedAt)
+	b = append(b, `,"processed_at":`...)
+	b = appendTime(b, p.ProcessedAt)
 	if p.Reason != "" {
 		b = append(b, `,"reason":`...)
 		b = appendString(b, p.Reason)

@@ -14,7 +14,8 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	at := time.Date(2026, 11, 7, 8, 30, 0, 123456789, time.UTC)
 	panes := []Pane{
 		{Stream: "suhu", Key: "sensor-07", WindowStart: at, WindowEnd: at.Add(time.Hour), Count: 3, Sum: 73.5, Min: 24.1, Max: 24.9,
-			Version: 2, Timing: TimingLate, ComputedBy: ComputedByStream, Watermark: at, EmittedAt: at},
+			Version: 2, Timing: TimingLate, ComputedBy: ComputedByStream, Watermark: at, EmittedAt: at.Add(time.Second),
+			ProcessedAt: at},
 		{Stream: "p", Key: "we\"ird\\key\n\x01\u2028ü\xff", Count: 1, Sum: 1e21, Min: 1e-7, Max: -0.000001, Version: 9,
 			Timing: TimingCorrection, ComputedBy: ComputedByBatch, Reason: "late events beyond lateness"},
 		{Sum: 590000, Min: 45000, Max: 350000},
@@ -43,5 +44,27 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	}
 	if got := string(appendFloat(nil, math.NaN())); got != "null" {
 		t.Errorf("NaN renders %s", got)
+	}
+}
+
+// A pane published before processed_at existed decodes with a zero
+// ProcessedAt; Processed falls back to its emitted_at, which was then the
+// processing clock.
+func TestPaneProcessedFallsBack(t *testing.T) {
+	at := time.Date(2026, 11, 7, 8, 30, 0, 0, time.UTC)
+	var old Pane
+	if err := json.Unmarshal([]byte(`{"stream":"s","key":"k","emitted_at":"2026-11-07T08:30:00Z"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if !old.ProcessedAt.IsZero() || !old.Processed().Equal(at) {
+		t.Errorf("old pane: processed_at %v, Processed %v; want zero and %v", old.ProcessedAt, old.Processed(), at)
+	}
+	p := Pane{EmittedAt: at.Add(time.Second), ProcessedAt: at}
+	var back Pane
+	if err := json.Unmarshal(p.AppendJSON(nil), &back); err != nil {
+		t.Fatal(err)
+	}
+	if !back.Processed().Equal(at) || !back.EmittedAt.Equal(at.Add(time.Second)) {
+		t.Errorf("new pane: Processed %v, emitted_at %v; want %v and %v", back.Processed(), back.EmittedAt, at, at.Add(time.Second))
 	}
 }

@@ -135,7 +135,7 @@ type Record struct {
 	EventTime time.Time
 	// Arrival is processing time: when the shell received the record (the
 	// Kafka record timestamp, or arrived_at in simulate). It drives dedup
-	// expiry, idleness, a feature's arrived_at and a pane's emitted_at;
+	// expiry, idleness, a feature's arrived_at and a pane's processed_at;
 	// the operator's processing clock is
 	// the maximum of all arrivals and Tick instants, so it never goes back.
 	// It also bounds the watermark: a record advances it by

@@ -287,7 +287,7 @@ func TestTickEarlyPanes(t *testing.T) {
 	o.Tick(sec(20), &out)
 	o.Tick(sec(30), &out) // clean: nothing
 	if len(out.Panes) != 2 || out.Panes[0].Version != 1 || out.Panes[1].Version != 2 || out.Panes[1].Count != 2 ||
-		!out.Panes[1].EmittedAt.Equal(sec(20)) || out.Panes[1].Timing != event.TimingEarly {
+		!out.Panes[1].ProcessedAt.Equal(sec(20)) || out.Panes[1].Timing != event.TimingEarly {
 		t.Errorf("panes %+v", out.Panes)
 	}
 }

@@ -340,6 +340,6 @@ func (o *Operator) publishPane(b *bucket, w *window, t event.Timing, out *Out) {
 		Stream: o.opts.Stream, Key: w.key, WindowStart: ts(b.start), WindowEnd: ts(b.end),
 		Count: w.agg.Count, Sum: w.agg.Sum, Min: w.agg.Min, Max: w.agg.Max,
 		Version: w.version, Timing: t, ComputedBy: event.ComputedByStream,
-		Watermark: ts(o.wm), EmittedAt: ts(o.proc),
+		Watermark: ts(o.wm), ProcessedAt: ts(o.proc),
 	})
 }

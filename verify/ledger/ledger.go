@@ -57,7 +57,8 @@ type Ledger struct {
 	// PanesWithoutTruth: windows with a pane but no valid event in the truth.
 	PanesWithoutTruth int
 	// OnTime counts the stream's on_time panes and EarlyOnTime those
-	// emitted before window end + out_of_orderness (Outputs.EarlyOnTime).
+	// fired before window end + out_of_orderness on the processing clock
+	// (Outputs.EarlyOnTime).
 	OnTime      int64
 	EarlyOnTime []string
 }
@@ -185,7 +186,7 @@ func (l Ledger) Print(w io.Writer) {
 	if l.LateTopicMismatch {
 		fmt.Fprintf(w, "  late topic and the operators' late counter disagree\n")
 	}
-	fmt.Fprintf(w, "  on_time panes   %d, %d emitted before window end + out_of_orderness\n", l.OnTime, len(l.EarlyOnTime))
+	fmt.Fprintf(w, "  on_time panes   %d, %d fired before window end + out_of_orderness\n", l.OnTime, len(l.EarlyOnTime))
 	for _, e := range first(l.EarlyOnTime, 5) {
 		fmt.Fprintf(w, "    early: %s\n", e)
 	}

@@ -74,11 +74,11 @@ func TestLedgerSeed000(t *testing.T) {
 
 	// An on_time pane emitted before its window end + out_of_orderness
 	// makes the ledger untimely and is named in the report.
-	out.OnTime, out.EarlyOnTime = 2, []string{"payments|Siti|2026-11-07T12:00:00Z v1 emitted 2026-11-07T12:03:00Z, due 2026-11-07T12:05:05Z"}
+	out.OnTime, out.EarlyOnTime = 2, []string{"payments|Siti|2026-11-07T12:00:00Z v1 processed 2026-11-07T12:03:00Z, due 2026-11-07T12:05:05Z"}
 	l = Compute(manifest(), "payments", out)
 	b.Reset()
 	l.Print(&b)
-	if l.Timely() || !strings.Contains(b.String(), "on_time panes   2, 1 emitted before window end + out_of_orderness") || !strings.Contains(b.String(), "early: payments|Siti") {
+	if l.Timely() || !strings.Contains(b.String(), "on_time panes   2, 1 fired before window end + out_of_orderness") || !strings.Contains(b.String(), "early: payments|Siti") {
 		t.Errorf("early on_time pane not reported (timely %v):\n%s", l.Timely(), b.String())
 	}
 }

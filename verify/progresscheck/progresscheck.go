@@ -188,11 +188,11 @@ func (c *Committed) Violations(cfg *config.Config) []string {
 		// nobody, so the order is taken from the operator's processing
 		// clock, which never goes back on a partition (the first check
 		// holds it to that) and is restored with the state: the pane's
-		// emitted_at is the clock when it was made, and a progress record
-		// carries the clock when its transaction committed. A record of the
-		// pane's own transaction, or a later one, therefore has
-		// processing_time ≥ emitted_at; one with processing_time <
-		// emitted_at was committed before. (Records of earlier transactions
+		// processed_at (event.Pane.Processed) is the clock when it was made,
+		// and a progress record carries the clock when its transaction
+		// committed. A record of the pane's own transaction, or a later
+		// one, therefore has processing_time ≥ processed_at; one with
+		// processing_time < processed_at was committed before. (Records of earlier transactions
 		// with the same clock are not compared: the check is sound, never
 		// complete.) The pane's own watermark field cannot serve instead:
 		// an advance that fires a window and purges it in one step (or
@@ -200,12 +200,12 @@ func (c *Committed) Violations(cfg *config.Config) []string {
 		// watermark is already past end + allowed_lateness, committed in
 		// the same transaction as the purge, which is safe.
 		for _, r := range byKey[event.ProgressKey(p.Stream, st.Topic, parts[0])] {
-			if !r.ProcessingTime.Before(p.EmittedAt) || r.PurgedThrough.IsZero() {
+			if !r.ProcessingTime.Before(p.Processed()) || r.PurgedThrough.IsZero() {
 				continue
 			}
 			if !p.WindowEnd.After(r.PurgedThrough) {
-				out = append(out, fmt.Sprintf("%s: stream pane v%d (%s, emitted at %s, watermark %s) of a window ending %s, which %s/%d's progress had declared purged through %s (committed at processing time %s, next_offset %d)",
-					p.RecordKey(), p.Version, p.Timing, stamp(p.EmittedAt), stamp(p.Watermark), stamp(p.WindowEnd),
+				out = append(out, fmt.Sprintf("%s: stream pane v%d (%s, processed at %s, watermark %s) of a window ending %s, which %s/%d's progress had declared purged through %s (committed at processing time %s, next_offset %d)",
+					p.RecordKey(), p.Version, p.Timing, stamp(p.Processed()), stamp(p.Watermark), stamp(p.WindowEnd),
 					st.Topic, parts[0], stamp(r.PurgedThrough), stamp(r.ProcessingTime), r.NextOffset))
 				break
 			}
