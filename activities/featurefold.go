@@ -326,68 +326,61 @@ func (a *BatchTruth) recomputeFeatures(ctx context.Context, st config.Stream, in
 }
 
 // compareServed compares truth with the features the stream served for
-// the scope's events (the features table; of an event served more than
-// once, the first emitted). A served feature of another rolling size is
-// refused: comparing it with these truths would be wrong.
+// the scope's events, as the curated feature_status table holds them (of
+// an event served more than once, the first emitted): its hour files of
+// the scope, not every served file of the day. A served feature of
+// another rolling size is refused: comparing it with these truths would
+// be wrong.
 func (a *BatchTruth) compareServed(ctx context.Context, st config.Stream, scope *featureScope,
 	truth []lake.FeatureTruthRow) (FeatureReport, error) {
 	var rep FeatureReport
-	served, err := a.Lake.ReadFeatures(ctx, st.Name, time.Unix(0, scope.from).Truncate(time.Microsecond),
+	rows, err := a.Lake.ReadFeatureStatus(ctx, st.Name, time.Unix(0, scope.from).Truncate(time.Microsecond),
 		time.Unix(0, scope.to).Add(time.Microsecond-1).Truncate(time.Microsecond))
 	if err != nil {
 		return rep, err
 	}
-	first := map[string]*lake.FeatureRow{}
-	for i := range served {
-		f := &served[i]
-		if !scope.has(f.Key, f.EventTime*1000) {
+	type fig struct {
+		count int64
+		sum   float64
+	}
+	served := map[string]fig{}
+	for i := range rows {
+		r := &rows[i]
+		if r.ServedCount == nil || !scope.has(r.Key, r.EventTime*1000) {
 			continue
 		}
-		if f.SizeNS != int64(st.Rolling) {
+		if r.SizeNS != int64(st.Rolling) {
 			return rep, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"truth: stream %s served features of rolling %v (event %s), this batch computes %v: "+
-					"align rolling before comparing", st.Name, time.Duration(f.SizeNS), f.EventID, st.Rolling),
+					"align rolling before comparing", st.Name, time.Duration(r.SizeNS), r.EventID, st.Rolling),
 				ErrTypeTruthSettings, nil)
 		}
-		if o := first[f.EventID]; o == nil || servedBefore(f, o) {
-			first[f.EventID] = f
-		}
+		served[r.EventID] = fig{*r.ServedCount, *r.ServedSum}
 	}
 	for i := range truth {
 		t := &truth[i]
 		rep.Checked++
-		f := first[t.EventID]
-		if f == nil {
+		f, ok := served[t.EventID]
+		if !ok {
 			rep.NotServed++
 			continue
 		}
-		delete(first, t.EventID)
-		if f.Count == t.Count && f.Sum == t.Sum {
+		delete(served, t.EventID)
+		if f.count == t.Count && f.sum == t.Sum {
 			rep.Exact++
 			continue
 		}
 		rep.Differs++
-		ce, se := math.Abs(float64(f.Count-t.Count)), math.Abs(f.Sum-t.Sum)
+		ce, se := math.Abs(float64(f.count-t.Count)), math.Abs(f.sum-t.Sum)
 		rep.CountErrMax, rep.SumErrMax = math.Max(rep.CountErrMax, ce), math.Max(rep.SumErrMax, se)
 		rep.CountErrTotal += ce
 		rep.SumErrTotal += se
 	}
-	rep.ServedWithoutTruth = int64(len(first))
+	rep.ServedWithoutTruth = int64(len(served))
 	rep.means()
 	return rep, nil
 }
 
-// servedBefore orders served features of one event: the first emitted,
-// then the lowest place on the features topic.
-func servedBefore(a, b *lake.FeatureRow) bool {
-	if a.EmittedAt != b.EmittedAt {
-		return a.EmittedAt < b.EmittedAt
-	}
-	if a.KafkaPartition != b.KafkaPartition {
-		return a.KafkaPartition < b.KafkaPartition
-	}
-	return a.KafkaOffset < b.KafkaOffset
-}
 
 // FeatureTruthRows is the true rolling feature of every event of in's
 // scope, as a recompute by a computes it (without comparing or writing):

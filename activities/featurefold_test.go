@@ -147,8 +147,9 @@ func TestFeatureFoldMatchesOperatorTruth(t *testing.T) {
 	}
 }
 
-// TestCompareServed: the served features are matched with their truth by
-// event id (the first emitted of an event served twice), counted exact,
+// TestCompareServed: the served features (as curated into the
+// feature_status table) are matched with their truth by event id (the
+// first emitted of an event served twice), counted exact,
 // differs or not served with the errors of those that differ, and a
 // served feature of another rolling size is refused as a settings
 // mismatch.
@@ -172,8 +173,16 @@ func TestCompareServed(t *testing.T) {
 		// Served for an event the lake does not hold.
 		{Stream: "feat", Key: "c", EventID: "e9", EventTime: truth[1].EventTime, SizeNS: int64(time.Minute), Count: 1, Sum: 1, EmittedAt: 7},
 	}
-	if _, err := lk.WriteFeatures(t.Context(), "f-0-0-3", served); err != nil {
+	fs, err := lk.WriteFeatures(t.Context(), "f-0-0-3", served)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The comparison reads the curated table, as the features archive
+	// curates each step's files.
+	for _, f := range fs {
+		if _, err := lk.Curate(t.Context(), []string{f.Path}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	a := &BatchTruth{Lake: lk}
 	scope := featureScope{from: at.UnixNano(), to: at.Add(time.Hour).UnixNano()}

@@ -53,7 +53,8 @@ type FeatureStatusRow struct {
 	TrueCount   *int64   `parquet:"true_count,optional"`
 	TrueSum     *float64 `parquet:"true_sum,optional"`
 	Status      string   `parquet:"status,dict"`
-	// SizeNS is the rolling size of the feature (served or true).
+	// SizeNS is the rolling size of the served feature (of the truth
+	// when none was served).
 	SizeNS          int64  `parquet:"size_ns"`
 	ServedPartition *int32 `parquet:"served_partition,optional"`
 	ServedOffset    *int64 `parquet:"served_offset,optional"`
@@ -83,8 +84,9 @@ func (r *FeatureStatusRow) addServed(f *FeatureRow) {
 	}
 	count, sum, at, p, o := f.Count, f.Sum, f.EmittedAt, f.KafkaPartition, f.KafkaOffset
 	r.ServedCount, r.ServedSum, r.ServedAt, r.ServedPartition, r.ServedOffset = &count, &sum, &at, &p, &o
+	r.SizeNS = f.SizeNS // the served size wins: a recompute checks it
 	if r.TrueCount == nil {
-		r.Key, r.EventTime, r.SizeNS = f.Key, f.EventTime, f.SizeNS
+		r.Key, r.EventTime = f.Key, f.EventTime
 	}
 	r.Status = r.status()
 }
@@ -101,7 +103,10 @@ func (r *FeatureStatusRow) addTruth(t *FeatureTruthRow) {
 	}
 	count, sum, at := t.Count, t.Sum, t.ComputedAt
 	r.TrueCount, r.TrueSum, r.ComputedAt = &count, &sum, &at
-	r.Key, r.EventTime, r.SizeNS = t.Key, t.EventTime, t.SizeNS
+	r.Key, r.EventTime = t.Key, t.EventTime
+	if r.ServedCount == nil {
+		r.SizeNS = t.SizeNS
+	}
 	r.Status = r.status()
 }
 

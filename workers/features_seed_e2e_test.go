@@ -132,6 +132,21 @@ func TestSeedFeaturesEndToEnd(t *testing.T) {
 		}
 		return len(served) == 13, fmt.Sprintf("%d archived", len(served))
 	})
+	// The curation of the served rows (the archive's next step): a
+	// recompute compares with the curated table.
+	waitFor(t, 2*time.Minute, "the 13 served features curated", func() (bool, string) {
+		rows, err := st.lk.ReadFeatureStatus(ctx, "payments", base, base.Add(100*time.Second))
+		if err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for _, r := range rows {
+			if r.ServedCount != nil {
+				n++
+			}
+		}
+		return n == 13, fmt.Sprintf("%d curated", n)
+	})
 	// The truth, recounted from the events: every event of the user in
 	// (et − 60 s, et], the dropped one included.
 	type fig struct {
