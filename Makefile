@@ -122,7 +122,7 @@ test-unit:
 	$(GO) test -count=1 -short ./...
 
 dev: build temporal
-	$(BIN)/reckon dev
+	$(BIN)/reckon dev --set dev.demo=true
 
 # Benchmarks (docs/requirements.md R-PERF): every benchmark in one run —
 # stream hot path, stream end to end and latency, archive write, lake query

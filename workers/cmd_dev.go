@@ -97,10 +97,6 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		common = append(common, "--set", s)
 	}
 	common = append(common, "--set", "kafka.brokers="+kafkaAddr, "--set", "temporal.address="+temporalAddr)
-	// The demo streams (dev.demo_streams: a hopping one) run in the stack.
-	if !hasSet(cx.sets, "dev.demo") {
-		common = append(common, "--set", "dev.demo=true")
-	}
 	if !skip["ofd"] {
 		// The batch workers ask the stack's own simulator, on dev.ofd_port;
 		// --without ofd keeps zreport.ofd_url (an operator of your own).

@@ -278,9 +278,9 @@ type Dev struct {
 	S3Port int `yaml:"s3_port"`
 	// WeedBin is the pinned SeaweedFS binary (`make weed`). Default "./bin/weed".
 	WeedBin string `yaml:"weed_bin"`
-	// Demo adds DemoStreams to streams; `reckon dev` sets it for the
-	// components it starts. Default false: tests and production configs
-	// keep their own streams.
+	// Demo adds DemoStreams to streams (`make dev` runs `reckon dev --set
+	// dev.demo=true`, which passes it to every component). Default false:
+	// tests, tools and production configs keep their own streams.
 	Demo bool `yaml:"demo"`
 	// DemoStreams are the dev stack's demonstration streams (other window
 	// kinds on the generator's records), added to streams when Demo is set

@@ -189,7 +189,7 @@ func tumblingDigest(s Stream) string {
 }
 
 // TestDevDemoStreams: the default config's demo streams (a hopping one)
-// join the streams only with dev.demo, which `reckon dev` sets for its
+// join the streams only with dev.demo, which `make dev` sets for its
 // components; they are valid streams then.
 func TestDevDemoStreams(t *testing.T) {
 	c, err := Load("", nil, nil)

@@ -101,7 +101,7 @@ var keyDocs = map[string]string{
 	"dev.s3":            "S3 runs a real S3 server (SeaweedFS) and puts the lake on it.",
 	"dev.s3_port":       "S3Port of that S3 server.",
 	"dev.weed_bin":      "WeedBin is the pinned SeaweedFS binary (`make weed`).",
-	"dev.demo":          "Demo adds DemoStreams to streams; `reckon dev` sets it for the components it starts.",
+	"dev.demo":          "Demo adds DemoStreams to streams (`make dev` runs `reckon dev --set dev.demo=true`, which passes it to every component).",
 
 	"metrics.addr": "Addr to listen on; empty disables.",
 
