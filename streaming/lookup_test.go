@@ -230,7 +230,7 @@ func checkAllKeys(t *testing.T, c lookupClient, s config.Stream, acc map[string]
 			}
 		}
 	}), "nobody-at-all")
-	for _, at := range []time.Time{wm.Add(-s.AllowedLateness), wm.Add(-time.Minute), wm, wm.Add(30 * time.Second)} {
+	for _, at := range []time.Time{wm.Add(-s.AllowedLateness), wm.Add(-s.AllowedLateness / 2), wm, wm.Add(30 * time.Second)} {
 		for _, k := range keys {
 			r := c.get(t, s.Name, k, at)
 			if r.status != http.StatusOK {

@@ -108,6 +108,7 @@ func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[strin
 			}
 			epoch, from, haveCkpt = snap.epoch, snap.next, true
 			proc = max(proc, snap.proc)
+			p.refreshNext = max(p.refreshNext, snap.refresh)
 		}
 		p.ops = append(p.ops, &streamOp{cfg: s, op: op, keyPath: "data." + s.KeyField, valuePath: "data." + s.ValueField, settings: s.SettingsDigest()})
 	}
@@ -122,6 +123,7 @@ func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[strin
 		}
 		p.log = *l
 		proc = max(proc, lg.proc)
+		p.refreshNext = max(p.refreshNext, lg.refresh)
 	}
 	if proc > 0 {
 		// The processing clock resumes where the committed state left it

@@ -42,6 +42,10 @@ const (
 	// record was committed; a restored partition's clock resumes there, so
 	// an idle partition keeps ticking (idle watermark) after a restart.
 	headerProc = "reckon.proc"
+	// headerRefresh: the next offset of the refresh topic the partition
+	// has considered (refresh.go): what was applied before it is in this
+	// state, in the same transaction.
+	headerRefresh = "reckon.refresh_next"
 )
 
 // chunkBytes is the largest state record value written (a variable so
@@ -105,6 +109,8 @@ type snapshot struct {
 	epoch  int64 // checkpoint epoch; 0 for records written before epochs
 	chunks int   // records the checkpoint is split into; 0 or 1 = one
 	proc   int64 // processing clock at commit (Unix ns); 0 = unknown
+	// refresh is the partition's next refresh-topic offset (refresh.go).
+	refresh int64
 }
 
 // stateQuiet is how long loadState waits with nothing arriving before it
@@ -208,6 +214,8 @@ func loadState(ctx context.Context, cfg *config.Config, want map[string]bool) (m
 					snap.chunks = int(n)
 				case h.Key == headerProc:
 					snap.proc = n
+				case h.Key == headerRefresh:
+					snap.refresh = n
 				}
 			}
 			out[k] = snap

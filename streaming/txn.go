@@ -21,14 +21,20 @@ func (w *Worker) stateRecords(part *partition, now time.Time) []*kgo.Record {
 	part.tickAt, part.skipped = 0, nil
 	next := []byte(strconv.FormatInt(part.next, 10))
 	headers := func(hs ...kgo.RecordHeader) []kgo.RecordHeader {
-		hs = append(hs, kgo.RecordHeader{Key: headerNextOffset, Value: next})
+		hs = append(hs, kgo.RecordHeader{Key: headerNextOffset, Value: next},
+			kgo.RecordHeader{Key: headerRefresh, Value: []byte(strconv.FormatInt(part.refreshNext, 10))})
 		if t, ok := part.procNow(now); ok {
 			hs = append(hs, kgo.RecordHeader{Key: headerProc, Value: []byte(strconv.FormatInt(t.UnixNano(), 10))})
 		}
 		return hs
 	}
 	sc := w.cfg.Stream
-	if part.sinceCkpt < sc.CheckpointRecords && now.Sub(part.ckptWall) < sc.CheckpointInterval && len(part.log.entries) < maxLogEntries {
+	// A refresh changed the operators outside the raw records: the replay
+	// log cannot redo it, a checkpoint holds it (refresh.go).
+	refreshed := part.refreshed
+	part.refreshed = false
+	if !refreshed && part.sinceCkpt < sc.CheckpointRecords && now.Sub(part.ckptWall) < sc.CheckpointInterval &&
+		len(part.log.entries) < maxLogEntries {
 		part.log.entries = append(part.log.entries, e)
 		return []*kgo.Record{{
 			Topic: w.cfg.Topics.StreamState, Key: []byte(logKey(part.topic, part.partition)), Value: part.log.encode(),
@@ -109,6 +115,7 @@ func newTxn(octx context.Context, sess *kgo.GroupTransactSession) *txn {
 // emitState adds to the transaction what the touched partitions committed
 // with it: late panes, state snapshots and replay log entries, progress.
 func (w *Worker) emitState(now time.Time, emit func([]*kgo.Record)) {
+	w.applyRefresh()
 	for _, part := range w.parts {
 		if part.touched {
 			emit(w.flushLate(part))

@@ -63,6 +63,8 @@ type Worker struct {
 	// look serves feature lookups from committed copies of the
 	// partitions' rolling buffers (lookup.go).
 	look *lookups
+	// refresh follows the refresh topic (refresh.go).
+	refresh *refresher
 }
 
 type tp struct {
@@ -79,9 +81,14 @@ type recordRef struct {
 // stream reading the topic.
 type partition struct {
 	tp
-	ops     []*streamOp
-	next    int64 // next offset expected
-	touched bool  // records processed or ticked since the last commit
+	ops  []*streamOp
+	next int64 // next offset expected
+	// refreshNext is the next refresh-topic offset the partition has to
+	// consider; refreshed: a refresh changed its operators in this
+	// transaction (a checkpoint is due). refresh.go.
+	refreshNext int64
+	refreshed   bool
+	touched     bool // records processed or ticked since the last commit
 	// progressDue: publish the partition's progress in this transaction
 	// even if untouched (set on restore, so a new owner republishes the
 	// committed position before anything newer; progress.go).
@@ -155,7 +162,7 @@ func New(cfg *config.Config, log *slog.Logger, reg *metrics.Registry) (*Worker, 
 		cfg: cfg, log: log, m: newWorkerMetrics(reg), now: time.Now,
 		byTopic: map[string][]config.Stream{}, parallelism: cfg.Stream.Parallelism,
 		parts: map[tp]*partition{}, attempts: map[recordRef]int{}, eager: map[tp]time.Time{},
-		look: newLookups(cfg, log, reg),
+		look: newLookups(cfg, log, reg), refresh: newRefresher(cfg, log, reg),
 	}
 	for _, s := range cfg.Streams {
 		w.byTopic[s.Topic] = append(w.byTopic[s.Topic], s)
@@ -194,6 +201,8 @@ func operatorOptions(s config.Stream, wcfg config.StreamWorker) operator.Options
 func (w *Worker) Run(ctx context.Context) error {
 	w.look.start(ctx, w.cfg)
 	defer w.look.stop()
+	w.refresh.start(ctx, w.cfg)
+	defer w.refresh.stop()
 	for {
 		err := w.runSession(ctx)
 		var lost *sessionLost

@@ -41,7 +41,8 @@ func TestMain(m *testing.M) {
 		runBrokerChild()
 	}
 	if os.Getenv(envChild) != "" {
-		cfg, err := config.Load("", os.Environ(), nil)
+		// STREAMING_TEST_CONFIG: a config file of the test's (streams other than the defaults).
+		cfg, err := config.Load(os.Getenv("STREAMING_TEST_CONFIG"), os.Environ(), nil)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)

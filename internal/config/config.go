@@ -103,6 +103,11 @@ type Topics struct {
 	// outputs and offsets; the batch reads it to know when windows are
 	// final (compacted; docs/adr/0015). Default "reckon-stream-progress".
 	StreamProgress string `yaml:"stream_progress"`
+	// StreamRefresh carries state-refresh records. Each is a too-late
+	// event the lake holds, for the owning stream worker to fold into its
+	// rolling features (docs/adr/0040-feature-lookups.md). Default
+	// "reckon-stream-refresh".
+	StreamRefresh string `yaml:"stream_refresh"`
 }
 
 // Stream is one windowed stream: a raw topic, how to get key and value from
@@ -502,6 +507,7 @@ func (c *Config) fillDefaults() {
 	def(&c.Topics.ZReportIncomplete, "zreport-incomplete")
 	def(&c.Topics.StreamState, "reckon-stream-state")
 	def(&c.Topics.StreamProgress, "reckon-stream-progress")
+	def(&c.Topics.StreamRefresh, "reckon-stream-refresh")
 	for i := range c.Streams {
 		s := &c.Streams[i]
 		defDur(&s.Window, time.Hour)

@@ -59,6 +59,7 @@ var keyDocs = map[string]string{
 	"topics.zreport_incomplete": "ZReportIncomplete receives the incomplete-state changelog.",
 	"topics.stream_state":       "StreamState holds the stream workers' per-partition state snapshots, written in the same transaction as outputs and offsets (compacted).",
 	"topics.stream_progress":    "StreamProgress receives the stream's per-partition progress (offset, watermark, purged-through point), written in the same transaction as outputs and offsets; the batch reads it to know when windows are final (compacted; docs/adr/0015).",
+	"topics.stream_refresh":     "StreamRefresh carries state-refresh records.",
 
 	"gate.max_payload_bytes":   "MaxPayloadBytes rejects records larger than this.",
 	"gate.max_future_skew":     "MaxFutureSkew rejects events whose occurred_at is more than this ahead of arrival, so a skewed clock cannot drag the watermark forward.",

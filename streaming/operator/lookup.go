@@ -1,8 +1,12 @@
 package operator
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,5 +177,84 @@ func (o *Operator) markDirty(k *rollKey) {
 	if o.dirty != nil && !k.dirty {
 		k.dirty = true
 		o.dirty = append(o.dirty, k)
+	}
+}
+
+// RefreshVerdict says what Refresh did with a too-late event.
+type RefreshVerdict int
+
+const (
+	// RefreshApplied: the event now counts in its key's rolling features.
+	RefreshApplied RefreshVerdict = iota
+	// RefreshDuplicate: an event of this id was folded back already.
+	RefreshDuplicate
+	// RefreshOutside: no live feature can count it any more (its event
+	// time is at or before the rolling horizon), or the operator has no
+	// rolling features.
+	RefreshOutside
+)
+
+// Refresh folds a too-late event back into the rolling features: an event
+// the operator refused as late (it went to the late topic) whose event
+// time is still after the rolling horizon (watermark − allowed lateness −
+// rolling size) is inserted into its key's buffer, so lookups and the
+// features of later events count it (docs/adr/0040-feature-lookups.md).
+// It is applied once per event id (the ids are kept, in snapshots too,
+// until the horizon passes them). It emits nothing.
+func (o *Operator) Refresh(id EventID, key string, eventTime time.Time, value float64) RefreshVerdict {
+	if o.roll == 0 || !inRange(eventTime) || math.IsNaN(value) || math.IsInf(value, 0) || key == "" {
+		return RefreshOutside
+	}
+	et := eventTime.UnixNano()
+	h, ok := o.horizon()
+	if ok {
+		for x, t := range o.refreshed {
+			if t <= h {
+				delete(o.refreshed, x)
+			}
+		}
+		if et <= h {
+			return RefreshOutside
+		}
+	}
+	if _, dup := o.refreshed[id]; dup {
+		return RefreshDuplicate
+	}
+	if o.refreshed == nil {
+		o.refreshed = map[EventID]int64{}
+	}
+	o.refreshed[id] = et
+	k := o.keys[key]
+	if k == nil {
+		k = &rollKey{key: strings.Clone(key)}
+		o.keys[k.key] = k
+	}
+	k.insert(et, value)
+	o.markDirty(k)
+	return RefreshApplied
+}
+
+// appendRefreshed writes the refreshed ids in id order (deterministic).
+func (o *Operator) appendRefreshed(b []byte) []byte {
+	ids := make([]EventID, 0, len(o.refreshed))
+	for id := range o.refreshed {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(x, y EventID) int { return bytes.Compare(x[:], y[:]) })
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		b = append(b, id[:]...)
+		b = binary.AppendVarint(b, o.refreshed[id])
+	}
+	return b
+}
+
+func (o *Operator) readRefreshed(r *reader) {
+	n := r.count(17)
+	o.refreshed = make(map[EventID]int64, n)
+	for range n {
+		var id EventID
+		copy(id[:], r.take(16))
+		o.refreshed[id] = r.varint()
 	}
 }

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -292,4 +293,70 @@ func BenchmarkLookupPublish(b *testing.B) {
 			b.ReportMetric(float64(before-l.Keys()), "keys-dropped")
 		}
 	})
+}
+
+// TestRefresh (R-LOOK-5): a too-late event folded back counts in lookups
+// and in the features of later events, once per event id, across a
+// snapshot and restore; one whose event time the rolling horizon passed
+// is refused.
+func TestRefresh(t *testing.T) {
+	// Rolling 10 minutes, lateness 30 s: an event a minute late is too
+	// late for features but still inside the live rolling window.
+	opts := Options{Stream: "p", Rolling: 10 * time.Minute, OutOfOrderness: time.Second, AllowedLateness: 30 * time.Second,
+		DedupTTL: time.Hour, DedupMaxEntries: 1000}
+	o := mustNew(t, opts)
+	var out Out
+	process(t, o, rec(1, "Budi", sec(0), sec(0), 100), &out)
+	process(t, o, rec(2, "Budi", sec(120), sec(120), 200), &out)
+	late := rec(3, "Budi", sec(60), sec(121), 50) // wm 119 − 30 s: too late
+	if v := process(t, o, late, &out); v.Has(InFeatures) || len(out.Late) != 1 {
+		t.Fatalf("the event a minute late: verdict %v, %d late outputs", v, len(out.Late))
+	}
+	out.Reset()
+	l := NewLookup()
+	o.PublishTo(l)
+	if r, _ := l.At("Budi", sec(121)); r.Agg.Count != 2 {
+		t.Fatalf("before the refresh: %d events", r.Agg.Count)
+	}
+	if v := o.Refresh(late.ID, late.Key, late.EventTime, late.Value); v != RefreshApplied {
+		t.Fatalf("refresh: %v", v)
+	}
+	if v := o.Refresh(late.ID, late.Key, late.EventTime, late.Value); v != RefreshDuplicate {
+		t.Fatalf("the same id again: %v", v)
+	}
+	o.PublishTo(l)
+	if r, _ := l.At("Budi", sec(121)); r.Agg.Count != 3 || r.Agg.Sum != 350 {
+		t.Fatalf("after the refresh: %d/%g", r.Agg.Count, r.Agg.Sum)
+	}
+	// A restored operator remembers the id; the next feature counts it.
+	o2 := mustNew(t, opts)
+	if err := o2.Restore(o.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if v := o2.Refresh(late.ID, late.Key, late.EventTime, late.Value); v != RefreshDuplicate {
+		t.Fatalf("after a restore, the same id: %v", v)
+	}
+	process(t, o2, rec(4, "Budi", sec(130), sec(130), 1), &out)
+	f := out.Features[len(out.Features)-1]
+	want := RollingTruth(opts.Rolling, sec(130), []Record{rec(1, "Budi", sec(0), sec(0), 100),
+		rec(2, "Budi", sec(120), sec(120), 200), late, rec(4, "Budi", sec(130), sec(130), 1)})
+	if f.Count != want.Count || f.Sum != want.Sum {
+		t.Fatalf("the next feature: %d/%g, RollingTruth with the refreshed event %d/%g", f.Count, f.Sum, want.Count, want.Sum)
+	}
+	// Far past: the horizon (wm − 30 s − 10 min) passed it.
+	if v := o2.Refresh(testID(99), "Budi", sec(-3600), 1); v != RefreshOutside {
+		t.Fatalf("an event an hour old: %v", v)
+	}
+	if !bytes.Equal(o2.Snapshot(), mustRestore(t, opts, o2.Snapshot()).Snapshot()) {
+		t.Fatal("snapshot with refreshed ids does not round-trip")
+	}
+}
+
+func mustRestore(t *testing.T, opts Options, snap []byte) *Operator {
+	t.Helper()
+	o := mustNew(t, opts)
+	if err := o.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }

@@ -271,6 +271,9 @@ type Operator struct {
 	keys    map[string]*rollKey // rolling buffers
 	sweepAt int64               // next rolling horizon at which all keys are pruned
 	dirty   []*rollKey          // keys changed since the last PublishTo (lookup.go)
+	// refreshed holds the ids of too-late events folded back (Refresh),
+	// with their event time, until the horizon passes them.
+	refreshed map[EventID]int64
 
 	dd      dedup
 	keySeed maphash.Seed // for keyHash

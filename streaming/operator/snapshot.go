@@ -29,6 +29,7 @@ var ErrSnapshot = errors.New("operator: bad snapshot")
 //	buckets: n { start fired nwins { key version dirty count sum min max } }
 //	rolling: n { key npts et0 (Δet)… value… }
 //	dedup:   n { id[16] } at0 (Δat)…
+//	[refreshed: n { id[16] et }]   (flag refreshed, lookup.go)
 //	crc32-IEEE of everything before, little endian
 //
 // hasAnchor and noMaxET were added within version 1: a snapshot written
@@ -71,6 +72,9 @@ func (o *Operator) Snapshot() []byte {
 	}
 	if o.hopping {
 		flags |= 32
+	}
+	if len(o.refreshed) > 0 {
+		flags |= 64
 	}
 	b = append(b, flags)
 	if o.hopping {
@@ -142,6 +146,9 @@ func (o *Operator) Snapshot() []byte {
 			b = binary.AppendUvarint(b, uint64(e.at-es[i-1].at))
 		}
 	}
+	if len(o.refreshed) > 0 {
+		b = o.appendRefreshed(b)
+	}
 	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 }
 
@@ -197,7 +204,7 @@ func decodeSnapshot(opts Options, snap []byte) (*Operator, error) {
 	flags := r.byte()
 	o.hasWM, o.hasProc, o.hasNextEmit = flags&1 != 0, flags&2 != 0, flags&4 != 0
 	o.hasAnchor, o.hasMaxET = flags&8 != 0 || o.hasWM, o.hasWM && flags&16 == 0
-	if r.err == nil && (flags&^63 != 0 || (flags&16 != 0 && !o.hasWM)) {
+	if r.err == nil && (flags&^127 != 0 || (flags&16 != 0 && !o.hasWM)) {
 		return nil, bad("flags %#x", flags)
 	}
 	var hop int64 // the snapshot's: 0 for tumbling windows
@@ -296,6 +303,9 @@ func decodeSnapshot(opts Options, snap []byte) (*Operator, error) {
 		} else {
 			es[i].at = addSat(es[i-1].at, int64(min(r.uvarint(), math.MaxInt64)))
 		}
+	}
+	if flags&64 != 0 {
+		o.readRefreshed(r)
 	}
 	if r.err != nil {
 		return nil, bad("%v", r.err)
