@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -958,6 +959,97 @@ func (st *truthStack) waitingRecompute(t *testing.T, ctx context.Context) (strin
 		return err == nil && s.Status == workflows.StatusWaiting, fmt.Sprintf("%+v %v", s, err)
 	})
 	return id, run.GetRunID()
+}
+
+// TestReconcileWaitingUI renders a waiting reconciliation in the Temporal
+// UI (headless chromium) and checks what it says: a little live traffic,
+// then a reconciliation of today whose payments recompute waits for an
+// archive held behind its target (waitingReconcile). Run with -ui DIR;
+// the screenshots docs/img/ui-reconcile-waits*.png come from it.
+//
+//	go test ./workers -run TestReconcileWaitingUI -v -args -ui /tmp/ui
+func TestReconcileWaitingUI(t *testing.T) {
+	if *uiCheck == "" {
+		t.Skip("run with -ui DIR")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	st := startTruthStack(t, ctx, true)
+	if err := startTruth(ctx, st.cfg, st.tc, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	st.liveTraffic(t, ctx, 7, 120, 60)
+	st.waitStreamCommitted(t, ctx)
+	id, run := st.waitingReconcile(t, ctx, time.Now().UTC().Format(time.DateOnly))
+	checkWaitingReconcileUI(t, ctx, st.tc, st.ui, *uiCheck, id, run)
+}
+
+// waitingReconcile starts a reconciliation of date whose payments
+// recompute waits for the archive: the archive of payments' raw partition
+// 0 is terminated and one record produced behind it, which the stream
+// processes, so the recompute's target (the stream's offset) is one the
+// archive has not reached. It returns the reconciliation's id and run id;
+// when the test ends the reconciliation is terminated and the archive
+// started again.
+func (st *truthStack) waitingReconcile(t *testing.T, ctx context.Context, date string) (string, string) {
+	t.Helper()
+	topic := ""
+	for _, s := range st.cfg.Streams {
+		if s.Name == "payments" {
+			topic = s.Topic
+		}
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := st.tc.TerminateWorkflow(ctx, workflows.ArchiveWorkflowID(topic, 0), "", "UI check: hold the archive"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := startArchives(context.Background(), st.cfg, st.tc, quiet); err != nil {
+			t.Errorf("restart the archives: %v", err)
+		}
+	})
+	prod, err := kgo.NewClient(append(kafkaconn.Opts(st.cfg.Kafka, "ui-hold"), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	v := fmt.Sprintf(`{"event_id":%q,"event_type":"payment.checkout.completed","occurred_at":%q,"data":{"user_id":"ui-hold","amount":1}}`,
+		uuid.NewString(), now.Format(time.RFC3339Nano))
+	err = prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("ui-hold"), Value: []byte(v)}).FirstErr()
+	prod.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.waitStreamCommitted(t, ctx)
+	id := workflows.ReconcileWorkflowID(date) + "/ui-waits"
+	run, err := st.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: st.cfg.Temporal.TaskQueue,
+		StaticSummary: "reconcile " + date + " (UI check: the archive held)"},
+		workflows.Reconcile, workflows.ReconcileParams{Date: date, HorizonWait: 10 * time.Minute, HorizonPoll: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.tc.TerminateWorkflow(context.Background(), id, "", "UI check done") })
+	waitFor(t, time.Minute, "the UI check's reconciliation to wait for the archive", func() (bool, string) {
+		s, err := st.recomputeStatus(ctx, id+"/payments")
+		return err == nil && s.Status == workflows.StatusWaiting && strings.Contains(s.Waiting, "archived to offset"),
+			fmt.Sprintf("%+v %v", s, err)
+	})
+	return id, run.GetRunID()
+}
+
+// checkWaitingReconcileUI renders the waiting reconciliation's details
+// (each stream on its own line: done, or the child recomputing it) and
+// its payments child's (what it waits for, partition by partition).
+func checkWaitingReconcileUI(t *testing.T, ctx context.Context, tc client.Client, ui, dir, id, run string) {
+	t.Helper()
+	renderUI(t, ctx, dir, "ui-reconcile-waits", ui+"/namespaces/default/workflows/"+url.PathEscape(id)+"/"+run+"/user-metadata",
+		"1 of 2 streams done", "payments: recomputing", id+"/payments", "suhu: matched")
+	child, err := tc.DescribeWorkflowExecution(ctx, id+"/payments", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	renderUI(t, ctx, dir, "ui-reconcile-child-waits", ui+"/namespaces/default/workflows/"+url.PathEscape(id+"/payments")+"/"+
+		child.GetWorkflowExecutionInfo().GetExecution().GetRunId()+"/user-metadata", "waiting for the horizon", "archived to offset")
 }
 
 // checkUI renders Temporal UI pages in headless chromium (Debian
