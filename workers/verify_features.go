@@ -26,6 +26,8 @@ var errFeaturesNotArchived = errors.New("verify: the features table does not hol
 type featureAccount struct {
 	Records, Rows      int64    // committed feature records; rows of the features table
 	Missing, Twice     int64    // records in no row; records in more than one
+	Extra              int64    // rows below the ends that are no committed record (an aborted one, a marker)
+	Later              int64    // rows of records past the ends (served after the check began)
 	Differ             int64    // rows whose figures are not their record's
 	Examples           []string // a few of the above, "partition/offset: why"
 	Events, BadStatus  int64    // feature_status rows; rows whose served figures or status contradict the history
@@ -40,12 +42,13 @@ func (a *featureAccount) example(format string, args ...any) {
 }
 
 func (a featureAccount) ok() bool {
-	return a.Missing == 0 && a.Twice == 0 && a.Differ == 0 && a.BadStatus == 0
+	return a.Missing == 0 && a.Twice == 0 && a.Extra == 0 && a.Differ == 0 && a.BadStatus == 0
 }
 
 func (a featureAccount) print(w io.Writer, topic string) {
 	fmt.Fprintf(w, "features: %d committed records on %s, %d rows in the features table: %d never archived, "+
-		"%d archived twice or more, %d with other figures\n", a.Records, topic, a.Rows, a.Missing, a.Twice, a.Differ)
+		"%d archived twice or more, %d with other figures, %d of no committed record; %d rows of records served since\n",
+		a.Records, topic, a.Rows, a.Missing, a.Twice, a.Differ, a.Extra, a.Later)
 	fmt.Fprintf(w, "features table (curated): %d events: %d exact, %d differ, %d not served, %d pending; "+
 		"%d contradict the served history\n", a.Events, a.Exact, a.Differs, a.NotServed, a.Pending, a.BadStatus)
 	for _, e := range a.Examples {
@@ -156,8 +159,14 @@ func verifyFeatures(ctx context.Context, cfg *config.Config, lk *lake.Lake) (fea
 			k := place{r.KafkaPartition, r.KafkaOffset}
 			seen[k]++
 			f, ok := want[k]
-			if !ok {
-				continue // a record past the ends, archived since
+			switch {
+			case !ok && k.o >= ends[k.p]:
+				acc.Later++ // a record past the ends, archived since
+				continue
+			case !ok:
+				acc.Extra++
+				acc.example("%d/%d: row %s, no committed record", k.p, k.o, r.EventID)
+				continue
 			}
 			if b := r.Feature(); b.EventID != f.EventID || b.Count != f.Count || b.Sum != f.Sum || b.Key != f.Key {
 				acc.Differ++
