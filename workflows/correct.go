@@ -288,6 +288,8 @@ type LateWatchState struct {
 	Items     int64         `json:"items"`
 	Skipped   int64         `json:"skipped"`
 	Steps     int64         `json:"steps"`
+	// Refreshed counts the refresh records published.
+	Refreshed int64 `json:"refreshed"`
 }
 
 // LateWatch follows one partition of the late topic (cursor in workflow
@@ -309,12 +311,38 @@ func LateWatch(ctx workflow.Context, st LateWatchState) error {
 			NonRetryableErrorTypes: []string{activities.ErrTypeConfig, activities.ErrTypeCursor, activities.ErrTypePartition},
 		},
 	})
+	// Refresh records (docs/adr/0040-feature-lookups.md): published once
+	// the lake holds the step's too-late events, for the stream workers to
+	// fold them into their rolling features. A run started before this
+	// step existed keeps its history (GetVersion).
+	refresh := workflow.GetVersion(ctx, "late-refresh", workflow.DefaultVersion, 1) == 1
+	rctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 15 * time.Minute, HeartbeatTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 5,
+			NonRetryableErrorTypes: []string{activities.ErrTypeConfig},
+		},
+	})
 	for {
 		var res activities.ReadLateResult
+		from := st.Cursor
 		if err := workflow.ExecuteActivity(actx, a.ReadLate, activities.ReadLateInput{
 			Topic: st.Topic, Partition: st.Partition, From: st.Cursor, Wait: st.Wait,
 		}).Get(ctx, &res); err != nil {
 			return err
+		}
+		if refresh && res.Records > 0 && from >= 0 {
+			var rr activities.PublishRefreshResult
+			if err := workflow.ExecuteActivity(rctx, a.PublishRefresh, activities.PublishRefreshInput{
+				Topic: st.Topic, Partition: st.Partition, From: from, To: res.Next,
+			}).Get(ctx, &rr); err != nil {
+				// The targeted correction and the daily reconciliation
+				// still correct the batch figures; only the live state
+				// misses these events.
+				workflow.GetLogger(ctx).Warn("refresh records not published; the live rolling features miss these "+
+					"too-late events", "from", from, "to", res.Next, "error", err)
+			}
+			st.Refreshed += rr.Published
 		}
 		st.Cursor = res.Next
 		st.Records += res.Records
