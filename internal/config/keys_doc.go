@@ -86,8 +86,8 @@ var keyDocs = map[string]string{
 	"stream_worker.serve_auth.token":                  "Token is accepted as \"Authorization: Bearer <token>\".",
 	"stream_worker.serve_auth.token_file":             "TokenFile holds the token, read at start.",
 	"stream_worker.serve_tls.enabled":                 "Enabled turns TLS on.",
-	"stream_worker.serve_tls.cert_file":               "CertFile and KeyFile are the server's PEM certificate (chain) and key; required with TLS.",
-	"stream_worker.serve_tls.key_file":                "CertFile and KeyFile are the server's PEM certificate (chain) and key; required with TLS.",
+	"stream_worker.serve_tls.cert_file":               "CertFile and KeyFile are the server's PEM certificate and key.",
+	"stream_worker.serve_tls.key_file":                "CertFile and KeyFile are the server's PEM certificate and key.",
 	"stream_worker.serve_tls.client_ca_file":          "ClientCAFile is a PEM bundle of the CAs that sign client certificates; set, every client must present one (mutual TLS).",
 	"stream_worker.serve_allow_plaintext_credentials": "ServeAllowPlaintextCredentials permits a token without TLS.",
 
@@ -155,8 +155,8 @@ var keyDocs = map[string]string{
 	"sql.auth.password":               "Password for basic auth with Username.",
 	"sql.auth.password_file":          "PasswordFile holds the password (trailing newline ignored), read when the server starts.",
 	"sql.tls.enabled":                 "Enabled turns TLS on.",
-	"sql.tls.cert_file":               "CertFile and KeyFile are the server's PEM certificate (chain) and key; required with TLS.",
-	"sql.tls.key_file":                "CertFile and KeyFile are the server's PEM certificate (chain) and key; required with TLS.",
+	"sql.tls.cert_file":               "CertFile and KeyFile are the server's PEM certificate and key.",
+	"sql.tls.key_file":                "CertFile and KeyFile are the server's PEM certificate and key.",
 	"sql.tls.client_ca_file":          "ClientCAFile is a PEM bundle of the CAs that sign client certificates; set, every client must present one (mutual TLS).",
 	"sql.allow_plaintext_credentials": "AllowPlaintextCredentials permits auth without TLS on a non-loopback listen address (trusted networks only).",
 }

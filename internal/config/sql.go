@@ -85,8 +85,8 @@ func (a SQLAuth) ResolvePassword() (Secret, error) {
 type ServerTLS struct {
 	// Enabled turns TLS on. Default false.
 	Enabled bool `yaml:"enabled"`
-	// CertFile and KeyFile are the server's PEM certificate (chain) and
-	// key; required with TLS.
+	// CertFile and KeyFile are the server's PEM certificate and key. The
+	// certificate file may hold its chain; both are required with TLS.
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 	// ClientCAFile is a PEM bundle of the CAs that sign client
