@@ -290,7 +290,8 @@ func TestSeedFeaturesEndToEnd(t *testing.T) {
 	t.Logf("report: %+v", got)
 
 	// reckon verify --features: every served feature once in the lake (the
-	// 13 and the push event's), the curated table consistent with them.
+	// 13 and the push event's), the curated table consistent with them,
+	// every truth as an independent recount from the raw events says.
 	vctx, vcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer vcancel()
 	acc, err := verifyFeatures(vctx, st.cfg, st.lk)
@@ -301,7 +302,7 @@ func TestSeedFeaturesEndToEnd(t *testing.T) {
 	acc.print(&b2, st.cfg.Topics.Features)
 	t.Log(b2.String())
 	if !acc.ok() || acc.Records != 14 || acc.Rows != 14 || acc.Exact != want.Exact || acc.Differs != want.Differs ||
-		acc.NotServed != want.NotServed {
+		acc.NotServed != want.NotServed || acc.Recounted != want.Checked {
 		t.Errorf("verify --features: %+v; want 14 records and rows, %d exact, %d differ, %d not served",
 			acc, want.Exact, want.Differs, want.NotServed)
 	}

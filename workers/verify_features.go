@@ -1,12 +1,14 @@
 package workers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -31,6 +33,7 @@ type featureAccount struct {
 	Differ             int64    // rows whose figures are not their record's
 	Examples           []string // a few of the above, "partition/offset: why"
 	Events, BadStatus  int64    // feature_status rows; rows whose served figures or status contradict the history
+	Recounted, BadTrue int64    // rows with a truth recounted from the raw events; of them, truths that differ
 	Exact, Differs     int64    // of Events
 	NotServed, Pending int64
 }
@@ -42,7 +45,7 @@ func (a *featureAccount) example(format string, args ...any) {
 }
 
 func (a featureAccount) ok() bool {
-	return a.Missing == 0 && a.Twice == 0 && a.Extra == 0 && a.Differ == 0 && a.BadStatus == 0
+	return a.Missing == 0 && a.Twice == 0 && a.Extra == 0 && a.Differ == 0 && a.BadStatus == 0 && a.BadTrue == 0
 }
 
 func (a featureAccount) print(w io.Writer, topic string) {
@@ -50,7 +53,8 @@ func (a featureAccount) print(w io.Writer, topic string) {
 		"%d archived twice or more, %d with other figures, %d of no committed record; %d rows of records served since\n",
 		a.Records, topic, a.Rows, a.Missing, a.Twice, a.Differ, a.Extra, a.Later)
 	fmt.Fprintf(w, "features table (curated): %d events: %d exact, %d differ, %d not served, %d pending; "+
-		"%d contradict the served history\n", a.Events, a.Exact, a.Differs, a.NotServed, a.Pending, a.BadStatus)
+		"%d contradict the served history; %d truths recounted from the raw events, %d differ\n",
+		a.Events, a.Exact, a.Differs, a.NotServed, a.Pending, a.BadStatus, a.Recounted, a.BadTrue)
 	for _, e := range a.Examples {
 		fmt.Fprintf(w, "  %s\n", e)
 	}
@@ -62,7 +66,8 @@ func (a featureAccount) print(w io.Writer, topic string) {
 // every committed feature record is a row of the features table exactly
 // once, with the record's figures; and every row of the curated
 // feature_status table of a stream with features holds its event's first
-// served feature and a status that follows from its figures
+// served feature, a status that follows from its figures and, when it has
+// a truth, the figures an independent recount from the raw events gives
 // (docs/adr/0038-feature-truth.md).
 func verifyFeatures(ctx context.Context, cfg *config.Config, lk *lake.Lake) (featureAccount, error) {
 	var acc featureAccount
@@ -173,7 +178,11 @@ func verifyFeatures(ctx context.Context, cfg *config.Config, lk *lake.Lake) (fea
 				acc.example("%d/%d: row %s %d/%v, record %s %d/%v", k.p, k.o, b.EventID, b.Count, b.Sum, f.EventID, f.Count, f.Sum)
 			}
 		}
-		if err := checkFeatureStatus(ctx, lk, s, rows, far, &acc); err != nil {
+		st, ok := cfg.StreamByName(s)
+		if !ok || st.Rolling <= 0 {
+			continue
+		}
+		if err := checkFeatureStatus(ctx, lk, st, rows, far, &acc); err != nil {
 			return acc, err
 		}
 	}
@@ -195,8 +204,9 @@ func verifyFeatures(ctx context.Context, cfg *config.Config, lk *lake.Lake) (fea
 // the served history (rows): each row's served figures are its event's
 // first served feature (or NULL when the table lacks one), and its status
 // follows from its figures.
-func checkFeatureStatus(ctx context.Context, lk *lake.Lake, stream string, served []lake.FeatureRow, far time.Time,
+func checkFeatureStatus(ctx context.Context, lk *lake.Lake, st config.Stream, served []lake.FeatureRow, far time.Time,
 	acc *featureAccount) error {
+	stream := st.Name
 	first := map[string]*lake.FeatureRow{}
 	for i := range served {
 		f := &served[i]
@@ -207,6 +217,10 @@ func checkFeatureStatus(ctx context.Context, lk *lake.Lake, stream string, serve
 		}
 	}
 	rows, err := lk.ReadFeatureStatus(ctx, stream, time.Unix(0, 0), far)
+	if err != nil {
+		return err
+	}
+	recount, err := recountFeatures(ctx, lk, st, rows)
 	if err != nil {
 		return err
 	}
@@ -249,6 +263,78 @@ func checkFeatureStatus(ctx context.Context, lk *lake.Lake, stream string, serve
 			acc.BadStatus++
 			acc.example("%s %s: status %s (want %s), served %v", stream, r.EventID, r.Status, want, r.ServedCount)
 		}
+		if r.TrueCount != nil {
+			acc.Recounted++
+			c := recount(r.Key, r.EventTime)
+			if c.count != *r.TrueCount || math.Abs(c.sum-*r.TrueSum) > 1e-9*math.Max(1, math.Abs(c.sum)) {
+				acc.BadTrue++
+				acc.example("%s %s: true %d/%v, recounted from the raw events %d/%v", stream, r.EventID,
+					*r.TrueCount, *r.TrueSum, c.count, c.sum)
+			}
+		}
 	}
 	return nil
+}
+
+type countSum struct {
+	count int64
+	sum   float64
+}
+
+// recountFeatures is an independent recount of the true rolling features
+// of rows from the raw table, written apart from the batch's fold
+// (activities/featurefold.go): every raw event of st once (by event_id),
+// per key sorted by time; it returns the count and sum of a key's events in
+// (et − rolling, et] (µs). A truth can be stale only by an event archived
+// after its last recompute: run after the reconciliation.
+func recountFeatures(ctx context.Context, lk *lake.Lake, st config.Stream, rows []lake.FeatureStatusRow) (
+	func(key string, et int64) countSum, error) {
+	type pt struct {
+		et int64
+		v  float64
+	}
+	byKey := map[string][]pt{}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, r := range rows {
+		if r.TrueCount != nil {
+			lo, hi = min(lo, r.EventTime), max(hi, r.EventTime)
+		}
+	}
+	roll := st.Rolling.Microseconds()
+	if lo <= hi {
+		seen := map[string]bool{}
+		_, err := lk.Scan(ctx, lake.Query{Topic: st.Topic, From: time.UnixMicro(lo - roll), To: time.UnixMicro(hi + 1),
+			EventTypes: st.EventTypes}, lake.ColEventID|lake.ColKey|lake.ColValue|lake.ColOccurredAt,
+			func(r *lake.RawRow) error {
+				if seen[r.EventID] {
+					return nil
+				}
+				seen[r.EventID] = true
+				v := r.Value
+				if st.ValueField == "" {
+					v = 0
+				}
+				byKey[r.Key] = append(byKey[r.Key], pt{r.OccurredAt, v})
+				return nil
+			})
+		if err != nil {
+			return nil, err
+		}
+		for _, ps := range byKey {
+			slices.SortStableFunc(ps, func(a, b pt) int { return cmp.Compare(a.et, b.et) })
+		}
+	}
+	return func(key string, et int64) countSum {
+		ps := byKey[key]
+		from, _ := slices.BinarySearchFunc(ps, et-roll+1, func(p pt, t int64) int { return cmp.Compare(p.et, t) })
+		var c countSum
+		for _, p := range ps[from:] {
+			if p.et > et {
+				break
+			}
+			c.count++
+			c.sum += p.v
+		}
+		return c
+	}, nil
 }
