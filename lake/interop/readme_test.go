@@ -190,7 +190,24 @@ func curatedLake(t *testing.T) *lake.Lake {
 			}
 		}
 	}
+	// A hopping stream (docs/adr/0041): u1's 5-minute windows, one starting
+	// every minute, for docs/lake.md's moving-sum query.
+	var hop []event.Pane
+	for m := range 5 {
+		ws := start.Add(time.Duration(m) * time.Minute)
+		at = at.Add(time.Second)
+		hop = append(hop, event.Pane{Stream: "payments_hop", Key: "u1", WindowStart: ws, WindowEnd: ws.Add(5 * time.Minute),
+			Count: int64(m + 1), Sum: float64(m+1) * 10, Min: 10, Max: 10, Version: 1, Timing: event.TimingOnTime,
+			ComputedBy: event.ComputedByStream, EmittedAt: at})
+	}
 	var files []string
+	hf, err := l.WritePanes(t.Context(), "payments_hop", "panes", hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range hf {
+		files = append(files, f.Path)
+	}
 	pf, err := l.WritePanes(t.Context(), "payments", "panes", panes)
 	if err != nil {
 		t.Fatal(err)
