@@ -202,7 +202,7 @@ func (h *mergeHeap) Less(i, j int) bool {
 
 func (h *mergeHeap) Swap(i, j int) { h.cursors[i], h.cursors[j] = h.cursors[j], h.cursors[i] }
 
-func (h *mergeHeap) Push(x any)    { h.cursors = append(h.cursors, x.(*cursor)) }
+func (h *mergeHeap) Push(x any) { h.cursors = append(h.cursors, x.(*cursor)) }
 
 func (h *mergeHeap) Pop() any {
 	c := h.cursors[len(h.cursors)-1]

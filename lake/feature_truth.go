@@ -138,48 +138,9 @@ func (l *Lake) ReadFeatureTruth(ctx context.Context, stream string, from, to tim
 		func(r *FeatureTruthRow) int64 { return r.EventTime })
 }
 
-// eventDateFile is one file of an event-date table.
-type eventDateFile struct {
-	key  string
-	size int64
-	name string
-	day  time.Time
-}
-
-// eventDateFiles lists stream's files of table (partitioned by
-// event_date) whose dates overlap [from, to), date by date, each date's
-// in name order.
-func (l *Lake) eventDateFiles(ctx context.Context, table, stream string, from, to time.Time) ([]eventDateFile, error) {
-	if err := ValidateName(stream); err != nil {
-		return nil, err
-	}
-	base := table + "/stream=" + stream
-	days, err := l.store.List(ctx, base)
-	if err != nil {
-		return nil, fmt.Errorf("lake: %s: %w", table, err)
-	}
-	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
-	var out []eventDateFile
-	for _, d := range days {
-		day, ok := parseDateDir("event_date", d.Name)
-		if !ok || !d.Dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
-			continue
-		}
-		dir := storage.JoinKey(base, d.Name)
-		files, err := l.lakeFiles(ctx, dir)
-		if err != nil {
-			return nil, fmt.Errorf("lake: %s: %w", table, err)
-		}
-		for _, f := range files {
-			out = append(out, eventDateFile{storage.JoinKey(dir, f.Name), f.Size, f.Name, day})
-		}
-	}
-	return out, nil
-}
-
 func readEventDateTable[T any](ctx context.Context, l *Lake, table, stream string, from, to time.Time,
 	et func(*T) int64) ([]T, error) {
-	files, err := l.eventDateFiles(ctx, table, stream, from, to)
+	files, err := l.datedFiles(ctx, table, "event_date", stream, from, to)
 	if err != nil {
 		return nil, err
 	}

@@ -132,8 +132,8 @@ func (l *Lake) readPaneTable(ctx context.Context, table, stream string, from, to
 	return out, nil
 }
 
-// tableFile is one file of a table partitioned by window date: its key and
-// size, its name and window date (UTC midnight).
+// tableFile is one file of a table partitioned by date: its key and size,
+// its name and partition date (UTC midnight).
 type tableFile struct {
 	key  string
 	size int64
@@ -145,6 +145,13 @@ type tableFile struct {
 // curated one) whose window dates overlap [from, to), date by date, each
 // date's in name order.
 func (l *Lake) paneTableFiles(ctx context.Context, table, stream string, from, to time.Time) ([]tableFile, error) {
+	return l.datedFiles(ctx, table, "window_date", stream, from, to)
+}
+
+// datedFiles lists the files of stream in table, partitioned by the date
+// column dateCol (window_date, event_date), whose dates overlap [from, to),
+// date by date, each date's in name order.
+func (l *Lake) datedFiles(ctx context.Context, table, dateCol, stream string, from, to time.Time) ([]tableFile, error) {
 	if err := ValidateName(stream); err != nil {
 		return nil, err
 	}
@@ -156,7 +163,7 @@ func (l *Lake) paneTableFiles(ctx context.Context, table, stream string, from, t
 	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
 	var out []tableFile
 	for _, d := range days {
-		day, ok := parseDateDir("window_date", d.Name)
+		day, ok := parseDateDir(dateCol, d.Name)
 		if !ok || !d.Dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
 			continue
 		}
