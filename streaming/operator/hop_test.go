@@ -129,27 +129,7 @@ func TestHopStreamEqualsTruth(t *testing.T) {
 	// window holding an event has the size/hop = 4 windows around it.
 	opts := hopOptions
 	opts.AllowedLateness, opts.DedupTTL, opts.DedupMaxEntries = time.Hour, Forever, 0
-	o := mustNew(t, opts)
-	last := map[string]event.Pane{}
-	var recs []Record
-	var out Out
-	for _, s := range steps {
-		out.Reset()
-		if s.tick {
-			o.Tick(s.at, &out)
-		} else {
-			process(t, o, s.r, &out)
-			recs = append(recs, s.r)
-		}
-		for _, p := range out.Panes {
-			last[p.RecordKey()] = p
-		}
-	}
-	out.Reset()
-	o.EmitEarly(&out)
-	for _, p := range out.Panes {
-		last[p.RecordKey()] = p
-	}
+	last, recs := lastPanes(t, mustNew(t, opts), steps)
 	truth, err := HoppingTruth(opts.Window, opts.Hop, slices.Values(recs))
 	if err != nil {
 		t.Fatal(err)

@@ -75,26 +75,7 @@ func TestStreamEqualsTruthWhenNothingIsLate(t *testing.T) {
 	opts.AllowedLateness = time.Hour
 	opts.DedupTTL, opts.DedupMaxEntries = Forever, 0
 	o := mustNew(t, opts)
-	last := map[string]event.Pane{}
-	var recs []Record
-	var out Out
-	for _, s := range steps {
-		out.Reset()
-		if s.tick {
-			o.Tick(s.at, &out)
-		} else {
-			process(t, o, s.r, &out)
-			recs = append(recs, s.r)
-		}
-		for _, p := range out.Panes {
-			last[p.RecordKey()] = p
-		}
-	}
-	out.Reset()
-	o.EmitEarly(&out)
-	for _, p := range out.Panes {
-		last[p.RecordKey()] = p
-	}
+	last, recs := lastPanes(t, o, steps)
 	if o.Stats().Late != 0 {
 		t.Fatalf("late events with 1h lateness: %+v", o.Stats())
 	}
@@ -129,4 +110,31 @@ func TestRollSumEqualsRollAgg(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lastPanes runs steps through o, then EmitEarly, and returns the last
+// pane of every window by record key and the records processed.
+func lastPanes(t *testing.T, o *Operator, steps []step) (map[string]event.Pane, []Record) {
+	t.Helper()
+	last := map[string]event.Pane{}
+	var recs []Record
+	var out Out
+	for _, s := range steps {
+		out.Reset()
+		if s.tick {
+			o.Tick(s.at, &out)
+		} else {
+			process(t, o, s.r, &out)
+			recs = append(recs, s.r)
+		}
+		for _, p := range out.Panes {
+			last[p.RecordKey()] = p
+		}
+	}
+	out.Reset()
+	o.EmitEarly(&out)
+	for _, p := range out.Panes {
+		last[p.RecordKey()] = p
+	}
+	return last, recs
 }
