@@ -160,6 +160,10 @@ BENCH_LAKEQ_ROWS ?= 10000000
 BENCH_PACE_SPEED ?= 10
 ZREPORT_KEYS   ?= 2000
 BENCH_TEST     := $(GO) test -run '^$$' -v -timeout 20m
+# The calibration (tools/calibrate, docs/adr/0042-benchmark-protocol.md):
+# a fixed workload measured between the steps, shown beside every goal.
+BENCH_CALIBRATE = $(call bench_step,$(BENCH_TEST) -bench Calibrate -benchtime $(BENCH_CALIB_N)x -cpu 1 ./tools/calibrate)
+BENCH_CALIB_N  ?= 200
 # bench_step runs one benchmark command, appending a marker naming it and
 # its output to $(BENCH_RAW) (by absolute path: a command may cd).
 define bench_step
@@ -170,24 +174,42 @@ endef
 bench: build temporal
 	@mkdir -p $(dir $(BENCH_RAW))
 	@echo "reckon-bench: start $$(date -u +%FT%TZ) load $$(cut -d' ' -f1-3 /proc/loadavg)" | tee $(BENCH_RAW)
+	$(BENCH_CALIBRATE)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime $(BENCH_N)x -cpu 1 -count $(BENCH_COUNT) ./internal/event)
+	$(BENCH_CALIBRATE)
 	$(call bench_step,$(BENCH_TEST) -bench 'OperatorHotPath|OperatorHopping|Dedup' -benchtime $(BENCH_N)x -cpu 1 -count $(BENCH_COUNT) ./streaming/operator)
 	$(call bench_step,$(BENCH_TEST) -bench 'StateBytes|Snapshot' -benchtime 1x -cpu 1 ./streaming/operator)
 	$(call bench_step,$(BENCH_TEST) -bench 'LookupAt' -benchtime 200000x -cpu 1 -count $(BENCH_COUNT) ./streaming/operator)
 	$(call bench_step,$(BENCH_TEST) -bench 'LookupPublish' -benchtime 1x -cpu 1 ./streaming/operator)
+	$(BENCH_CALIBRATE)
 	$(call bench_step,$(BENCH_TEST) -bench 'StreamEndToEnd|StreamLatency|LookupHTTP' -benchtime 1x -count $(BENCH_STREAM_COUNT) ./streaming)
+	$(BENCH_CALIBRATE)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 1x -cpu 1 -count $(BENCH_COUNT) ./lake)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 200000x -cpu 1 ./verify/generate)
+	$(BENCH_CALIBRATE)
 	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_ROWS) RECKON_BENCH_DAY_ROWS=$(BENCH_DAY_ROWS) $(BENCH_TEST) -bench 'Hourly|RecomputeDay|FeatureTruthDay' -benchtime 1x -count $(BENCH_COUNT))
 	$(call bench_step,cd lake/interop && RECKON_BENCH_ROWS=$(BENCH_LAKEQ_ROWS) RECKON_BENCH_BIN=$(BIN)/reckon $(BENCH_TEST) -bench LakeQueryProcess -benchtime 1x -count $(BENCH_COUNT))
+	$(BENCH_CALIBRATE)
 	$(call bench_step,RECKON_BENCH_PACE_SPEED=$(BENCH_PACE_SPEED) $(GO) test -run '^$$' -v -timeout 60m -bench CompactPace -benchtime 1x ./tools/compactpace)
+	$(BENCH_CALIBRATE)
 	$(call bench_step,RECKON_BENCH_ROWS=$(BENCH_SQL_ROWS) $(BENCH_TEST) -tags duckdb_arrow -bench 'FlightSQL' -benchtime 1x -cpu 2 -count $(BENCH_COUNT) ./sqlserve)
+	$(BENCH_CALIBRATE)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench ZReportThroughput -benchtime $(ZREPORT_KEYS)x ./workers)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench TimeToTruth -benchtime 1x ./workers)
+	$(BENCH_CALIBRATE)
 	$(call bench_step,RECKON_TEST_TEMPORAL_BIN=$(TEMPORAL) $(BENCH_TEST) -bench TimeToFinal -benchtime 1x ./workers)
+	$(BENCH_CALIBRATE)
+	$(call bench_step,$(GO) run ./tools/benchinstr)
 	@echo "reckon-bench: end $$(date -u +%FT%TZ) load $$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a $(BENCH_RAW)
 	$(GO) run ./tools/benchreport/cmd/benchreport -raw $(BENCH_RAW) -out BENCHMARKS.md \
 		-go "$$($(GO) env GOVERSION)" -command "make bench$(if $(MAKEOVERRIDES), $(MAKEOVERRIDES))"
+
+# Instructions per event/row of the hot paths under callgrind, ΔI/ΔN at
+# two iteration counts (tools/benchinstr; load-independent: a change is the
+# code's). Also a step of `make bench`.
+.PHONY: bench-instr
+bench-instr:
+	$(GO) run ./tools/benchinstr
 
 # Every fuzz target, as package:Target, found in the *_test.go files (so a
 # new target is fuzzed without editing this list; lake/interop is its own

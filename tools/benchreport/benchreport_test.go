@@ -25,7 +25,10 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden.md")
 // (marker times fitted into the run's), the real output of
 // BenchmarkLakeQueryProcess (RECKON_BENCH_ROWS=100000),
 // BenchmarkCompactPace (speed 10) and BenchmarkTimeToFinal (the full
-// `make bench` of 2026-12-04) from later runs.
+// `make bench` of 2026-12-04) from later runs, and four calibration
+// points (tools/calibrate, 200x, at the places `make bench` measures them)
+// and a whole `go run ./tools/benchinstr` (callgrind, load ~38) from
+// 2026-12-07.
 
 func parseFile(t *testing.T, name string) *Run {
 	t.Helper()

@@ -70,6 +70,9 @@ type Sample struct {
 	Values map[string]float64
 	// Units in the order the line gave them.
 	Units []string
+	// Step is the index in Run.Steps of the command that printed it; -1
+	// before any step marker.
+	Step int
 }
 
 // Package is one package's outcome.
@@ -293,6 +296,10 @@ func parseSample(s string) (Sample, bool) {
 
 func (p *parser) addSample(pkg, name string, sm Sample) {
 	p.current, p.announced, p.logged = name, "", nil
+	sm.Step = -1
+	if p.step != nil {
+		sm.Step = len(p.run.Steps) - 1
+	}
 	b := p.benchOf(pkg, name)
 	b.Samples = append(b.Samples, sm)
 	if m := procsSuffix.FindStringSubmatch(name); m != nil {

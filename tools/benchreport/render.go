@@ -47,6 +47,7 @@ func Render(w io.Writer, run *Run, o Options) (Result, error) {
 	r := &renderer{run: run, o: o, used: map[string]bool{}}
 	r.header()
 	r.summary()
+	r.calibration()
 	for _, s := range o.Suite {
 		r.section(s)
 	}
@@ -102,7 +103,13 @@ func (r *renderer) header() {
 }
 
 func (r *renderer) summary() {
-	r.p("## Goals\n\n| goal | reckon (median) | reference (median) | verdict |\n|---|---|---|---|\n")
+	calib := len(r.pointsOnce()) > 0
+	if calib {
+		r.p("## Goals\n\n| goal | reckon (median) | reference (median) | verdict | calibration around it (× the run's fastest) |\n" +
+			"|---|---|---|---|---|\n")
+	} else {
+		r.p("## Goals\n\n| goal | reckon (median) | reference (median) | verdict |\n|---|---|---|---|\n")
+	}
 	for _, s := range r.o.Suite {
 		for _, row := range s.Rows {
 			if row.Goal == nil {
@@ -118,6 +125,10 @@ func (r *renderer) summary() {
 				refCell = row.Ref.Short
 			} else if row.Ref.Text != "" {
 				refCell = row.Ref.Text
+			}
+			if calib {
+				r.p("| %s: %s | %s | %s | %s | %s |\n", s.Title, row.Goal.Text, cell, refCell, r.verdict(row), r.calibAround(row.Reckon))
+				continue
 			}
 			r.p("| %s: %s | %s | %s | %s |\n", s.Title, row.Goal.Text, cell, refCell, r.verdict(row))
 		}
@@ -530,6 +541,8 @@ func unitOf(u string) unitInfo {
 		return unitInfo{u, kindCount}
 	case "maxrss-MB":
 		return unitInfo{"MB", kindMemory}
+	case "instr/event", "instr/row":
+		return unitInfo{"instructions/" + strings.TrimPrefix(u, "instr/"), kindCount}
 	case "rows", "files", "closed-files", "closed-bound", "closed-hours", "open-files", "open-bound", "redelivered", "dropped":
 		return unitInfo{"", kindCount}
 	case "speed", "achieved-speed":

@@ -15,6 +15,7 @@ const (
 	pkgWorkers  = "reckon/workers"
 	pkgSQL      = "reckon/sqlserve"
 	pkgPace     = "reckon/tools/compactpace"
+	pkgInstr    = "reckon/tools/benchinstr"
 )
 
 // Section is one heading of the report.
@@ -150,6 +151,10 @@ var Suite = []Section{
 			{Case: "records already decoded: dedup (10k ids) + window", Reckon: fig(pkgOperator, opHot+"dedup=10k+window", "cpu-events/s")},
 			{Case: "dedup set alone, 1M ids", Reckon: fig(pkgOperator, "BenchmarkDedup/1000000", "cpu-events/s")},
 			{Case: "dedup set alone, 10k ids", Reckon: fig(pkgOperator, "BenchmarkDedup/10000", "cpu-events/s")},
+			{Case: "instructions per event (callgrind, load-independent): decode + gate + dedup (1M ids) + window",
+				Reckon: fig(pkgInstr, "BenchmarkInstr/hot-path", "instr/event")},
+			{Case: "instructions per event (callgrind): records already decoded, dedup (1M ids) + window",
+				Reckon: fig(pkgInstr, "BenchmarkInstr/dedup+window", "instr/event")},
 		},
 	},
 	{
@@ -176,6 +181,7 @@ var Suite = []Section{
 			{Case: "gate parse alone (structural minimum) vs fastjson parse", Reckon: fig(pkgEvent, "BenchmarkGateParse", "cpu-ns/op"), Ref: ref(pkgEvent, "BenchmarkReferenceFastjsonParse", "cpu-ns/op")},
 			{Case: "gate parse alone vs fastjson strict validation", Reckon: fig(pkgEvent, "BenchmarkGateParse", "ns/op"), Ref: ref(pkgEvent, "BenchmarkReferenceFastjsonValidate", "ns/op")},
 			{Case: "a rejection (reasons built)", Reckon: fig(pkgEvent, "BenchmarkGateCheckInvalid", "ns/op")},
+			{Case: "gate check, instructions per event (callgrind)", Reckon: fig(pkgInstr, "BenchmarkInstr/gate-check", "instr/event")},
 		},
 	},
 	{
@@ -243,6 +249,7 @@ var Suite = []Section{
 			{Case: "write rows, zstd level 2", Reckon: fig(pkgLake, "BenchmarkWriteRaw/zstd=2", "rows/cpu-s"), Ref: parquetGoDefaults},
 			{Case: "write rows, zstd level 3", Reckon: fig(pkgLake, "BenchmarkWriteRaw/zstd=3", "rows/cpu-s"), Ref: parquetGoDefaults},
 			{Case: "full archive path (gate decode + write)", Reckon: fig(pkgLake, "BenchmarkArchiveBatch", "rows/cpu-s"), Ref: parquetGoDefaults},
+			{Case: "full archive path, instructions per row (callgrind)", Reckon: fig(pkgInstr, "BenchmarkInstr/archive", "instr/row")},
 			{Case: "bytes on disk, zstd level 1", Reckon: fig(pkgLake, "BenchmarkWriteRaw/zstd=1", "bytes/event")},
 			{Case: "bytes on disk, zstd level 3", Reckon: fig(pkgLake, "BenchmarkWriteRaw/zstd=3", "bytes/event")},
 		},
