@@ -184,14 +184,15 @@ func (w *Worker) processRecord(part *partition, r *kgo.Record) (out []*kgo.Recor
 		dl := event.NewDeadLetter(verdict, r.Topic, r.Partition, r.Offset, r.Timestamp, w.now())
 		return []*kgo.Record{w.deadLetter(r, dl)}, true
 	}
-	id, _ := operator.ParseEventID(env.EventID)
+	id := operator.EventID(env.EventUUID()) // parsed by the gate's check
 	matched := false
 	for _, so := range part.ops {
 		if !typeIn(env.EventType, so.cfg.EventTypes) {
 			continue
 		}
 		matched = true
-		key, okKey := env.String(so.keyPath)
+		// A view of the record's bytes: the operator copies the keys it keeps.
+		key, okKey := env.StringView(so.keyPath)
 		var value float64
 		okValue := true
 		if so.cfg.ValueField != "" {

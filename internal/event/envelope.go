@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // Envelope is a decoded event envelope (docs/requirements.md R-GATE-1):
@@ -27,6 +28,9 @@ type Envelope struct {
 	// OccurredAt is the event time, converted to UTC.
 	OccurredAt time.Time
 
+	// id is EventID decoded: the gate parses it to check it, and the
+	// stream dedups by these bytes (EventUUID) without parsing it again.
+	id    [16]byte
 	raw   []byte
 	nodes []node // the decoded tape; nodes[0] is the envelope object
 	data  int32  // index of data's value node; -1 when absent
@@ -69,6 +73,34 @@ func (e *Envelope) String(path string) (string, bool) {
 		return string(s), true
 	}
 	return string(appendUnescaped(make([]byte, 0, len(s)), s)), true
+}
+
+// EventUUID returns EventID's 16 bytes as the Gate decoded them while
+// checking it (event.ParseUUID(EventID) without the second parse); the
+// zero array when the envelope has no valid event id (Parse alone, or a
+// rejected record).
+func (e *Envelope) EventUUID() [16]byte { return e.id }
+
+// StringView is String without the copy: when the string holds no escape,
+// the result aliases the envelope's raw bytes, so it is valid only while
+// those bytes are unchanged (the record being processed) and must be
+// copied to be kept (strings.Clone). An escaped string is unescaped into a
+// new string, as String does. The stream reads its key with it: the
+// operator copies the keys it keeps (streaming/operator.Record.Key).
+func (e *Envelope) StringView(path string) (string, bool) {
+	i := e.find(path)
+	if i < 0 || e.nodes[i].kind != kindString {
+		return "", false
+	}
+	n := &e.nodes[i]
+	s := content(e.raw, n)
+	if n.flags&flagEscaped != 0 {
+		return string(appendUnescaped(make([]byte, 0, len(s)), s)), true
+	}
+	if len(s) == 0 {
+		return "", true
+	}
+	return unsafe.String(&s[0], len(s)), true
 }
 
 // Number returns the JSON number at the dotted path. ok is false when the

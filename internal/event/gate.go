@@ -310,13 +310,14 @@ func (g *Gate) decode(raw []byte) bool {
 		g.add("event_id", "must be a string, got "+g.describeValue(n))
 	default:
 		s := g.stringValue(n)
+		id, ok := parseUUID(s)
 		switch {
-		case !isUUID(s):
+		case !ok:
 			g.add("event_id", g.literal(n)+" is not a lowercase canonical UUID (8-4-4-4-12 hex digits)")
-		case string(s) == "00000000-0000-0000-0000-000000000000":
+		case id == [16]byte{}:
 			g.add("event_id", "the nil UUID is not an event id")
 		default:
-			g.env.EventID = g.idString(s)
+			g.env.EventID, g.env.id = g.idString(s), id
 		}
 	}
 

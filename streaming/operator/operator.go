@@ -127,7 +127,10 @@ func (opts Options) Validate() error {
 type Record struct {
 	// ID is the dedup identity (event_id).
 	ID EventID
-	// Key is the entity key; windows and rolling features are per key.
+	// Key is the entity key; windows and rolling features are per key. It
+	// may alias the record's bytes (event.Envelope.StringView): Process
+	// copies what it keeps, so it is the caller's again when Process
+	// returns.
 	Key string
 	// Value is aggregated (sum, min, max); it must be finite.
 	Value float64

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"reckon/internal/event"
 )
@@ -495,5 +496,41 @@ func TestProgressPurgedThrough(t *testing.T) {
 		if p := o.Progress(); p.Watermark.IsZero() || !p.PurgedThrough.IsZero() {
 			t.Errorf("unbounded lateness: %+v, want a watermark and no purged-through point", p)
 		}
+	}
+}
+
+// TestProcessCopiesKeys: a record's key may alias bytes the caller reuses
+// (the stream passes a view of the record, event.Envelope.StringView);
+// windows, rolling features, late records and panes keep their own copies.
+func TestProcessCopiesKeys(t *testing.T) {
+	o := mustNew(t, Options{Window: time.Minute, Rolling: time.Minute, AllowedLateness: time.Second})
+	buf := []byte("key-a")
+	view := unsafe.String(&buf[0], len(buf))
+	var out Out
+	process(t, o, rec(1, view, sec(10), sec(10), 1), &out)
+	process(t, o, rec(2, view, sec(20), sec(20), 2), &out)
+	copy(buf, "XXXXX")
+	process(t, o, rec(3, "key-b", sec(200), sec(200), 3), &out) // fires key-a's window
+	process(t, o, rec(4, view, sec(5), sec(201), 4), &out)      // too late: a late record
+	copy(buf, "YYYYY")
+	for _, f := range out.Features[:2] {
+		if f.Key != "key-a" {
+			t.Errorf("feature key %q, want key-a", f.Key)
+		}
+	}
+	found := false
+	for _, p := range out.Panes {
+		if p.WindowStart.Equal(sec(0)) {
+			found = true
+			if p.Key != "key-a" || p.Count != 2 {
+				t.Errorf("pane key %q count %d, want key-a 2", p.Key, p.Count)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no pane of key-a's window: %+v", out.Panes)
+	}
+	if len(out.Late) != 1 || out.Late[0].Key != "XXXXX" {
+		t.Errorf("late %+v, want one with the key as it was then (XXXXX)", out.Late)
 	}
 }
