@@ -132,7 +132,8 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 		// The topic was recreated or truncated below our cursor: that is an
 		// operator decision, not something to paper over.
 		return res, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("archive: cursor %d is beyond the end %d of %s/%d (topic recreated?)", in.From, end, in.Topic, in.Partition), ErrTypeCursor, nil)
+			fmt.Sprintf("archive: cursor %d is beyond the end %d of %s/%d (topic recreated?)", in.From, end, in.Topic,
+				in.Partition), ErrTypeCursor, nil)
 	}
 	if in.From == end {
 		res.CaughtUp = true
@@ -157,7 +158,8 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 	pos := in.From
 	deadline := time.Now().Add(in.MaxWait)
 	for pos < end && len(recs) < in.MaxRecords && bytes < in.MaxBytes {
-		fetched, next, err := k.fetch(ctx, in.Topic, in.Partition, pos, fetchOpts{maxBytes: int32(min(in.MaxBytes, kafkaconn.MaxRecordBytes)), wait: time.Until(deadline)})
+		fetched, next, err := k.fetch(ctx, in.Topic, in.Partition, pos,
+			fetchOpts{maxBytes: int32(min(in.MaxBytes, kafkaconn.MaxRecordBytes)), wait: time.Until(deadline)})
 		if err != nil {
 			return res, fmt.Errorf("archive: fetch %s/%d: %w", in.Topic, in.Partition, err)
 		}
@@ -195,7 +197,8 @@ func (a *Archive) ArchiveRange(ctx context.Context, in ArchiveRangeInput) (Archi
 // finish records progress: when caught up, everything ingested before the
 // observation time is archived; otherwise the progress stays at what the
 // previous caught-up observation proved.
-func (a *Archive) finish(ctx context.Context, res ArchiveRangeResult, in ArchiveRangeInput) (ArchiveRangeResult, error) {
+func (a *Archive) finish(ctx context.Context, res ArchiveRangeResult,
+	in ArchiveRangeInput) (ArchiveRangeResult, error) {
 	prev, err := a.Lake.ReadProgress(ctx, in.Topic, in.Partition)
 	if err != nil && !errors.Is(err, lake.ErrNoProgress) {
 		return res, err
@@ -241,7 +244,8 @@ func lastStable(ctx context.Context, adm *kadm.Client, topic string, partition i
 	}
 	o, ok := offs.Lookup(topic, partition)
 	if !ok {
-		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf("archive: %s/%d does not exist", topic, partition), ErrTypePartition, nil)
+		return 0, temporal.NewNonRetryableApplicationError(fmt.Sprintf("archive: %s/%d does not exist", topic, partition),
+			ErrTypePartition, nil)
 	}
 	if o.Err != nil {
 		return 0, fmt.Errorf("archive: list offsets %s/%d: %w", topic, partition, o.Err)

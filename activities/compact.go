@@ -114,7 +114,8 @@ func (a *Compaction) CompactRaw(ctx context.Context, in CompactRawInput) (Compac
 			return res, err
 		}
 		isClosed := !h.Add(time.Hour).After(closed)
-		r, err := a.Lake.CompactHour(ctx, in.Topic, h, lake.CompactOptions{Open: !isClosed, MaxRows: cc.MaxRows, MaxOpenFiles: cc.MaxOpenFiles, LateDelay: cc.LateDelay})
+		r, err := a.Lake.CompactHour(ctx, in.Topic, h,
+			lake.CompactOptions{Open: !isClosed, MaxRows: cc.MaxRows, MaxOpenFiles: cc.MaxOpenFiles, LateDelay: cc.LateDelay})
 		if err != nil {
 			if ctx.Err() != nil {
 				return res, err
@@ -196,7 +197,8 @@ func (a *Compaction) closedThrough(ctx context.Context, topic string) (time.Time
 		}
 		at := fmt.Sprintf("%s/%d", topic, lp.Partition)
 		archived := func(why string) {
-			take(lp.ArchivedThrough.Add(-margin), fmt.Sprintf("%s: %sarchived through %s", at, why, lp.ArchivedThrough.UTC().Format(time.RFC3339)))
+			take(lp.ArchivedThrough.Add(-margin),
+				fmt.Sprintf("%s: %sarchived through %s", at, why, lp.ArchivedThrough.UTC().Format(time.RFC3339)))
 		}
 		if len(streams) == 0 {
 			archived("")
@@ -214,7 +216,8 @@ func (a *Compaction) closedThrough(ctx context.Context, topic string) (time.Time
 			case sp.PurgedThrough.IsZero():
 				return time.Time{}, basis, fmt.Sprintf("%s: stream %s never purges (unbounded lateness)", at, s), nil
 			default:
-				take(sp.PurgedThrough.Add(-margin), fmt.Sprintf("%s: stream %s purged through %s", at, s, sp.PurgedThrough.UTC().Format(time.RFC3339)))
+				take(sp.PurgedThrough.Add(-margin),
+					fmt.Sprintf("%s: stream %s purged through %s", at, s, sp.PurgedThrough.UTC().Format(time.RFC3339)))
 			}
 		}
 	}

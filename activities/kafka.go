@@ -126,7 +126,8 @@ type fetchOpts struct {
 // log start, as a consumer resetting to the start would. A leader that
 // moved is looked up again, at most twice: a client's normal recovery, not
 // a retry policy.
-func (k *Kafka) fetch(ctx context.Context, topic string, partition int32, offset int64, o fetchOpts) ([]*kgo.Record, int64, error) {
+func (k *Kafka) fetch(ctx context.Context, topic string, partition int32, offset int64,
+	o fetchOpts) ([]*kgo.Record, int64, error) {
 	// The broker answers at once (MaxWaitMillis 0) and the wait happens
 	// here, between short reads: a read held at the broker would hold the
 	// client's one fetch connection to it, and every other activity's read
@@ -157,7 +158,8 @@ func (k *Kafka) fetch(ctx context.Context, topic string, partition int32, offset
 const fetchPoll = 100 * time.Millisecond
 
 // fetchNow is fetch without waiting: one answer, right away.
-func (k *Kafka) fetchNow(ctx context.Context, topic string, partition int32, offset int64, o fetchOpts) ([]*kgo.Record, int64, error) {
+func (k *Kafka) fetchNow(ctx context.Context, topic string, partition int32, offset int64,
+	o fetchOpts) ([]*kgo.Record, int64, error) {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if attempt > 0 {
@@ -181,7 +183,8 @@ func (k *Kafka) fetchNow(ctx context.Context, topic string, partition int32, off
 
 // fetchOnce is one attempt of fetch; again says whether a fresh leader
 // lookup may help.
-func (k *Kafka) fetchOnce(ctx context.Context, topic string, partition int32, offset int64, o fetchOpts) (recs []*kgo.Record, next int64, again bool, err error) {
+func (k *Kafka) fetchOnce(ctx context.Context, topic string, partition int32, offset int64,
+	o fetchOpts) (recs []*kgo.Record, next int64, again bool, err error) {
 	rt, err := k.route(ctx, topic)
 	if err != nil {
 		return nil, offset, true, err
@@ -238,7 +241,8 @@ func (k *Kafka) fetchOnce(ctx context.Context, topic string, partition int32, of
 				}
 				return nil, offset, false, fmt.Errorf("activities: fetch %s/%d at %d: %w", topic, partition, offset, fp.Err)
 			case fp.Err != nil:
-				return nil, offset, kerr.IsRetriable(fp.Err), fmt.Errorf("activities: fetch %s/%d at %d: %w", topic, partition, offset, fp.Err)
+				return nil, offset, kerr.IsRetriable(fp.Err), fmt.Errorf("activities: fetch %s/%d at %d: %w", topic, partition,
+					offset, fp.Err)
 			}
 			return fp.Records, next, false, nil
 		}
@@ -271,7 +275,8 @@ func (k *Kafka) route(ctx context.Context, topic string) (topicRoute, error) {
 	if err != nil {
 		return rt, fmt.Errorf("activities: metadata of %s: %w", topic, err)
 	}
-	i := slices.IndexFunc(resp.Topics, func(t kmsg.MetadataResponseTopic) bool { return t.Topic != nil && *t.Topic == topic })
+	i := slices.IndexFunc(resp.Topics,
+		func(t kmsg.MetadataResponseTopic) bool { return t.Topic != nil && *t.Topic == topic })
 	if i < 0 {
 		return rt, fmt.Errorf("activities: metadata of %s: topic missing", topic)
 	}
@@ -316,7 +321,8 @@ func (k *Kafka) startOffset(ctx context.Context, topic string, partition int32) 
 // to beyond it (an open transaction), or a gap that compaction left at the
 // end, ends the read after two reads that find nothing. Called by an activity, it records a heartbeat after
 // every fetch.
-func (k *Kafka) readCommitted(ctx context.Context, topic string, partition int32, from, to int64, fn func(*kgo.Record)) error {
+func (k *Kafka) readCommitted(ctx context.Context, topic string, partition int32, from, to int64,
+	fn func(*kgo.Record)) error {
 	pos, quiet := from, 0
 	for pos < to {
 		recs, next, err := k.fetch(ctx, topic, partition, pos, fetchOpts{wait: maxFetchWait})

@@ -23,7 +23,8 @@ type LakeErrors struct {
 }
 
 // InterceptActivity implements interceptor.WorkerInterceptor.
-func (*LakeErrors) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+func (*LakeErrors) InterceptActivity(_ context.Context,
+	next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
 	return MapActivityErrors(next, func(_ context.Context, err error) error { return LakeError(err) })
 }
 
@@ -32,8 +33,10 @@ func (*LakeErrors) InterceptActivity(_ context.Context, next interceptor.Activit
 // with the activity's context: the shape of a worker interceptor that
 // classifies activity errors in one place (LakeErrors; the batch worker's
 // quiet stop in package workers).
-func MapActivityErrors(next interceptor.ActivityInboundInterceptor, mapErr func(ctx context.Context, err error) error) interceptor.ActivityInboundInterceptor {
-	return &mapErrorsActivity{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, mapErr: mapErr}
+func MapActivityErrors(next interceptor.ActivityInboundInterceptor,
+	mapErr func(ctx context.Context, err error) error) interceptor.ActivityInboundInterceptor {
+	return &mapErrorsActivity{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next},
+		mapErr: mapErr}
 }
 
 type mapErrorsActivity struct {
@@ -56,5 +59,6 @@ func LakeError(err error) error {
 	if _, ok := errors.AsType[*temporal.ApplicationError](err); ok {
 		return err
 	}
-	return temporal.NewNonRetryableApplicationError("lake storage refuses access (not retried): "+err.Error(), ErrTypeLakeAccess, err)
+	return temporal.NewNonRetryableApplicationError("lake storage refuses access (not retried): "+err.Error(),
+		ErrTypeLakeAccess, err)
 }

@@ -123,6 +123,8 @@ func (a *BatchTruth) ArchivePanes(ctx context.Context, in ArchivePanesInput) (Ar
 	if in.To == prev.NextOffset && res.ArchivedThrough.Equal(prev.ArchivedThrough) {
 		return res, nil
 	}
-	_, err = a.Lake.WriteProgress(ctx, lake.Progress{Topic: in.Topic, Partition: in.Partition, NextOffset: in.To, ArchivedThrough: res.ArchivedThrough, UpdatedAt: a.now()})
+	_, err = a.Lake.WriteProgress(ctx,
+		lake.Progress{Topic: in.Topic, Partition: in.Partition, NextOffset: in.To, ArchivedThrough: res.ArchivedThrough,
+			UpdatedAt: a.now()})
 	return res, err
 }

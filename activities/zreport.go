@@ -109,7 +109,8 @@ func (a *ZReport) PublishZReport(ctx context.Context, pubs []ZReportPublication)
 		return out, nil
 	}
 	if a.Producer == nil {
-		return out, temporal.NewNonRetryableApplicationError("zreport: no Kafka producer configured", ErrTypeZReportInput, nil)
+		return out, temporal.NewNonRetryableApplicationError("zreport: no Kafka producer configured", ErrTypeZReportInput,
+			nil)
 	}
 	if err := a.Producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return out, fmt.Errorf("zreport: publish: %w", err)

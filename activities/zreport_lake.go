@@ -192,7 +192,8 @@ func readZReportFile(ctx context.Context, lk *lake.Lake, key string) (_ *zreport
 // partition holds a file per key of its day: listing it for each cost time
 // growing with the day's keys (45% of the bridge and worker's CPU at 2,000
 // keys in BenchmarkZReportThroughput; docs/adr/0021-zreport-coalescing.md).
-func ReadLatestZReport(ctx context.Context, lk *lake.Lake, k zreport.Key, closed time.Time) (*zreport.Aggregate, error) {
+func ReadLatestZReport(ctx context.Context, lk *lake.Lake, k zreport.Key,
+	closed time.Time) (*zreport.Aggregate, error) {
 	v1, err := zreportFileName(k, 1)
 	if err != nil {
 		return nil, err

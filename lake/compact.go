@@ -162,7 +162,8 @@ func (l *Lake) CompactHour(ctx context.Context, topic string, hour time.Time, o 
 		return res, err
 	}
 	if hour.UnixMicro()%microsPerHour != 0 {
-		return res, fmt.Errorf("%w: compact hour %s is not the start of an hour", ErrBadQuery, hour.UTC().Format(time.RFC3339Nano))
+		return res, fmt.Errorf("%w: compact hour %s is not the start of an hour", ErrBadQuery,
+			hour.UTC().Format(time.RFC3339Nano))
 	}
 	dir := rawHourKey(topic, hour)
 	es, err := l.store.List(ctx, dir)

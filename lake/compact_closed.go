@@ -16,7 +16,8 @@ import (
 // compactClosed merges every file of a closed hour into compacted files
 // without duplicates, records the dropped redeliveries, then deletes the
 // inputs (write, record, delete: no crash point loses an offset).
-func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, dir string, hf hourFiles, o CompactOptions,
+func (l *Lake) compactClosed(ctx context.Context, topic string, hour time.Time, dir string, hf hourFiles,
+	o CompactOptions,
 	takeover bool, res *CompactResult) error {
 	ddir := droppedHourKey(topic, hour)
 	des, err := l.store.List(ctx, ddir)

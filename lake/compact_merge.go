@@ -123,7 +123,8 @@ func (m *merger) nextEvent() (*RawRow, bool, error) {
 	k := 0
 	for i := 1; i < len(m.group); i++ {
 		a, b := &m.group[i], &m.group[k]
-		if c := cmp.Or(cmp.Compare(a.IngestedAt, b.IngestedAt), cmp.Compare(a.KafkaPartition, b.KafkaPartition), cmp.Compare(a.KafkaOffset, b.KafkaOffset)); c < 0 {
+		if c := cmp.Or(cmp.Compare(a.IngestedAt, b.IngestedAt), cmp.Compare(a.KafkaPartition, b.KafkaPartition),
+			cmp.Compare(a.KafkaOffset, b.KafkaOffset)); c < 0 {
 			k = i
 		}
 	}

@@ -13,7 +13,8 @@ import (
 
 // mergeOpen merges the archive files of each partition of an open hour
 // that has at least o.openMergeAt() of them (docs/adr/0004-lake-compaction.md).
-func (l *Lake) mergeOpen(ctx context.Context, topic, dir string, hf hourFiles, o CompactOptions, res *CompactResult) error {
+func (l *Lake) mergeOpen(ctx context.Context, topic, dir string, hf hourFiles, o CompactOptions,
+	res *CompactResult) error {
 	parts := make([]int32, 0, len(hf.archive))
 	for p := range hf.archive {
 		parts = append(parts, p)

@@ -80,7 +80,8 @@ func (w *RawWriter) WriteBatch(ctx context.Context, partition int32, records []R
 // the others rejected rows with the gate's reasons, or with "key:"/"value:"
 // reasons when the table's key or value path does not resolve. Files and
 // idempotency are as for Lake.WriteRaw.
-func (w *RawWriter) WriteRange(ctx context.Context, partition int32, first, last int64, records []RawRecord) (WriteResult, error) {
+func (w *RawWriter) WriteRange(ctx context.Context, partition int32, first, last int64,
+	records []RawRecord) (WriteResult, error) {
 	w.rows, w.rejected = slices.Grow(w.rows[:0], len(records)), w.rejected[:0]
 	prev := int64(-1)
 	for i := range records {

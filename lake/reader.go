@@ -34,7 +34,9 @@ func (q Query) Validate() error {
 	if q.From.IsZero() || q.To.IsZero() {
 		errs = append(errs, fmt.Errorf("%w: from and to are required", ErrBadQuery))
 	} else if !q.From.Before(q.To) {
-		errs = append(errs, fmt.Errorf("%w: from %s is not before to %s", ErrBadQuery, q.From.UTC().Format(time.RFC3339), q.To.UTC().Format(time.RFC3339)))
+		errs = append(errs,
+			fmt.Errorf("%w: from %s is not before to %s", ErrBadQuery, q.From.UTC().Format(time.RFC3339),
+				q.To.UTC().Format(time.RFC3339)))
 	}
 	return errors.Join(errs...)
 }
@@ -59,7 +61,8 @@ const (
 )
 
 // columnNames maps each column bit (by position) to its name.
-var columnNames = [...]string{"event_id", "event_type", "occurred_at", "ingested_at", "key", "value", "data", "kafka_partition", "kafka_offset"}
+var columnNames = [...]string{"event_id", "event_type", "occurred_at", "ingested_at", "key", "value", "data",
+	"kafka_partition", "kafka_offset"}
 
 // ScanStats says how much a scan read and how much pruning saved.
 type ScanStats struct {
@@ -187,7 +190,8 @@ type WindowAgg struct {
 // aggregates with event.Agg, the stream operator's own code.
 func (l *Lake) Aggregate(ctx context.Context, q Query, window time.Duration) ([]WindowAgg, ScanStats, error) {
 	if window <= 0 || window%time.Microsecond != 0 || (24*time.Hour)%window != 0 {
-		return nil, ScanStats{}, fmt.Errorf("%w: window %v must be a positive whole number of microseconds dividing 24h", ErrBadQuery, window)
+		return nil, ScanStats{}, fmt.Errorf("%w: window %v must be a positive whole number of microseconds dividing 24h",
+			ErrBadQuery, window)
 	}
 	q.From, q.To = AlignRange(q.From, q.To, window)
 	s, err := l.newScanner(q, ColKey|ColOccurredAt|ColValue)

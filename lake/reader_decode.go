@@ -118,7 +118,8 @@ func (b *rgData) decode(s *scanner, rg parquet.RowGroup, fc fileColumns) error {
 	}
 	if cc := col(ColValue); cc != nil {
 		b.val = b.val[:0]
-		errs = append(errs, readFixed(cc, &b.val, func(v []parquet.Value, i int) float64 { return v[i].Double() }, doubleData))
+		errs = append(errs,
+			readFixed(cc, &b.val, func(v []parquet.Value, i int) float64 { return v[i].Double() }, doubleData))
 	}
 	if cc := col(ColKafkaPartition); cc != nil {
 		b.part = b.part[:0]
@@ -174,7 +175,8 @@ func eachPage(cc parquet.ColumnChunk, fn func(p parquet.Page) error) error {
 
 // readFixed appends a fixed-width column's values to dst. Plain pages are
 // copied in bulk; dictionary pages are looked up value by value.
-func readFixed[T any](cc parquet.ColumnChunk, dst *[]T, conv func([]parquet.Value, int) T, plain func(parquet.Page) []T) error {
+func readFixed[T any](cc parquet.ColumnChunk, dst *[]T, conv func([]parquet.Value, int) T,
+	plain func(parquet.Page) []T) error {
 	var vals []parquet.Value
 	return eachPage(cc, func(p parquet.Page) error {
 		if dict := p.Dictionary(); dict != nil {
@@ -225,7 +227,8 @@ func (b *rgData) readInterned(cc parquet.ColumnChunk, dst *[]int32, intern func(
 
 // readInterned appends a low-cardinality string column as interned ids;
 // dictMap caches each dictionary's ids.
-func readInterned(cc parquet.ColumnChunk, dst *[]int32, dictMap map[parquet.Dictionary][]int32, intern func(string) int32) error {
+func readInterned(cc parquet.ColumnChunk, dst *[]int32, dictMap map[parquet.Dictionary][]int32,
+	intern func(string) int32) error {
 	return eachPage(cc, func(p parquet.Page) error {
 		d := p.Data()
 		if dict := p.Dictionary(); dict != nil {

@@ -49,7 +49,8 @@ func newAuthenticator(a Auth, now func() time.Time) *authenticator {
 	return &authenticator{cfg: a, now: now, sessions: map[string]time.Time{}}
 }
 
-var errUnauthenticated = status.Error(codes.Unauthenticated, "sqlserve: authentication required: a bearer token (authorization: Bearer ...) or basic auth (user and password)")
+var errUnauthenticated = status.Error(codes.Unauthenticated,
+	"sqlserve: authentication required: a bearer token (authorization: Bearer ...) or basic auth (user and password)")
 
 func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
@@ -111,7 +112,8 @@ func (au *authenticator) issue() string {
 	return tok
 }
 
-func (au *authenticator) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func (au *authenticator) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
+	handler grpc.UnaryHandler) (any, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	if _, err := au.check(md); err != nil {
 		return nil, err
@@ -119,7 +121,8 @@ func (au *authenticator) unary(ctx context.Context, req any, _ *grpc.UnaryServer
 	return handler(ctx, req)
 }
 
-func (au *authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (au *authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo,
+	handler grpc.StreamHandler) error {
 	md, _ := metadata.FromIncomingContext(ss.Context())
 	basic, err := au.check(md)
 	if err != nil {

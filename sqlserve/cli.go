@@ -143,14 +143,15 @@ func serve(ctx context.Context, cfg *config.Config, stdout, stderr io.Writer) er
 			log.Warn("the SQL endpoint listens beyond loopback without authentication; set sql.auth", "listen", cfg.SQL.Listen)
 		}
 	}
-	return Serve(ctx, eng, ServeOptions{Listen: cfg.SQL.Listen, TLS: tlsCfg, Auth: auth, Log: log, Ready: func(a net.Addr) {
-		lakeDesc := eng.Root()
-		if cfg.Lake.IsS3() {
-			lakeDesc = cfg.Lake.Root + " mirrored in " + eng.Root() + " every " + cfg.SQL.SyncInterval.String()
-		}
-		fmt.Fprintf(stdout, "reckon-sql: serving Arrow Flight SQL on %s://%s (lake %s, read-only; views: %s)\n",
-			scheme, a, lakeDesc, strings.Join(ViewNames(), ", "))
-	}})
+	return Serve(ctx, eng,
+		ServeOptions{Listen: cfg.SQL.Listen, TLS: tlsCfg, Auth: auth, Log: log, Ready: func(a net.Addr) {
+			lakeDesc := eng.Root()
+			if cfg.Lake.IsS3() {
+				lakeDesc = cfg.Lake.Root + " mirrored in " + eng.Root() + " every " + cfg.SQL.SyncInterval.String()
+			}
+			fmt.Fprintf(stdout, "reckon-sql: serving Arrow Flight SQL on %s://%s (lake %s, read-only; views: %s)\n",
+				scheme, a, lakeDesc, strings.Join(ViewNames(), ", "))
+		}})
 }
 
 func isLoopbackHost(host string) bool {
@@ -162,7 +163,8 @@ func isLoopbackHost(host string) bool {
 }
 
 // oneShot runs query on an engine of its own and prints the result.
-func oneShot(ctx context.Context, cfg *config.Config, format, query string, stdin io.Reader, stdout, stderr io.Writer) error {
+func oneShot(ctx context.Context, cfg *config.Config, format, query string, stdin io.Reader, stdout,
+	stderr io.Writer) error {
 	if query == "" || query == "-" {
 		b, err := io.ReadAll(stdin)
 		if err != nil {

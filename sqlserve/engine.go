@@ -63,8 +63,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		os.RemoveAll(spill)
 		return nil, fmt.Errorf("sqlserve: open duckdb: %w", err)
 	}
-	e := &Engine{opts: opts, root: root, spill: spill, connector: connector, db: sql.OpenDB(connector), present: map[string]bool{},
-		log: opts.Log, metrics: newEngineMetrics(opts.Metrics)}
+	e := &Engine{opts: opts, root: root, spill: spill, connector: connector, db: sql.OpenDB(connector),
+		present: map[string]bool{},
+		log:     opts.Log, metrics: newEngineMetrics(opts.Metrics)}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -337,7 +338,8 @@ func cutWord(s, w string) (string, bool) {
 // reports it, with its position.
 func checkSelects(ctx context.Context, conn *duckdb.Conn, query string) error {
 	rows, err := conn.QueryContext(ctx, `SELECT coalesce((j->>'error')::BOOLEAN, true), coalesce(j->>'error_type', ''),
-	        coalesce(j->>'error_message', ''), coalesce(j->>'position', ''), coalesce(json_array_length(j->'statements'), 0)::BIGINT
+	        coalesce(j->>'error_message', ''), coalesce(j->>'position', ''), coalesce(json_array_length(j->'statements'),
+		0)::BIGINT
 	        FROM (SELECT json_serialize_sql(?::VARCHAR) AS j)`,
 		[]driver.NamedValue{{Ordinal: 1, Value: query}})
 	if err != nil {

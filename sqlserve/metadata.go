@@ -105,7 +105,8 @@ func (s *Server) DoGetCatalogs(ctx context.Context) (*arrow.Schema, <-chan fligh
 }
 
 // GetFlightInfoSchemas implements flightsql.Server.
-func (s *Server) GetFlightInfoSchemas(_ context.Context, _ flightsql.GetDBSchemas, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+func (s *Server) GetFlightInfoSchemas(_ context.Context, _ flightsql.GetDBSchemas,
+	desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	return s.info(desc, schema_ref.DBSchemas), nil
 }
 
@@ -117,7 +118,8 @@ const userSchemas = `SELECT database_name, schema_name FROM duckdb_schemas()
 
 // DoGetDBSchemas lists the schemas matching the catalog and the LIKE
 // pattern.
-func (s *Server) DoGetDBSchemas(ctx context.Context, cmd flightsql.GetDBSchemas) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+func (s *Server) DoGetDBSchemas(ctx context.Context,
+	cmd flightsql.GetDBSchemas) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	rows, err := s.queryStrings(ctx, `SELECT * FROM (`+userSchemas+`)
 	WHERE (?::VARCHAR IS NULL OR database_name = ?) AND (?::VARCHAR IS NULL OR schema_name LIKE ?) ORDER BY 1, 2`,
 		cmd.GetCatalog(), cmd.GetCatalog(), cmd.GetDBSchemaFilterPattern(), cmd.GetDBSchemaFilterPattern())
@@ -128,7 +130,8 @@ func (s *Server) DoGetDBSchemas(ctx context.Context, cmd flightsql.GetDBSchemas)
 }
 
 // GetFlightInfoTables implements flightsql.Server.
-func (s *Server) GetFlightInfoTables(_ context.Context, cmd flightsql.GetTables, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+func (s *Server) GetFlightInfoTables(_ context.Context, cmd flightsql.GetTables,
+	desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	if cmd.GetIncludeSchema() {
 		return s.info(desc, schema_ref.TablesWithIncludedSchema), nil
 	}
@@ -137,7 +140,8 @@ func (s *Server) GetFlightInfoTables(_ context.Context, cmd flightsql.GetTables,
 
 // DoGetTables lists the views (and any table) matching the filters, with
 // each one's Arrow schema when asked.
-func (s *Server) DoGetTables(ctx context.Context, cmd flightsql.GetTables) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+func (s *Server) DoGetTables(ctx context.Context,
+	cmd flightsql.GetTables) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	if err := s.eng.refresh(ctx, false); err != nil {
 		return nil, nil, s.flightError("GetTables", err)
 	}
@@ -194,32 +198,38 @@ func (s *Server) emptyAnswer(sc *arrow.Schema) (*arrow.Schema, <-chan flight.Str
 }
 
 // GetFlightInfoPrimaryKeys implements flightsql.Server.
-func (s *Server) GetFlightInfoPrimaryKeys(_ context.Context, _ flightsql.TableRef, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+func (s *Server) GetFlightInfoPrimaryKeys(_ context.Context, _ flightsql.TableRef,
+	desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	return s.info(desc, schema_ref.PrimaryKeys), nil
 }
 
 // DoGetPrimaryKeys answers none: views have no primary keys.
-func (s *Server) DoGetPrimaryKeys(context.Context, flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+func (s *Server) DoGetPrimaryKeys(context.Context,
+	flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	return s.emptyAnswer(schema_ref.PrimaryKeys)
 }
 
 // GetFlightInfoImportedKeys implements flightsql.Server.
-func (s *Server) GetFlightInfoImportedKeys(_ context.Context, _ flightsql.TableRef, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+func (s *Server) GetFlightInfoImportedKeys(_ context.Context, _ flightsql.TableRef,
+	desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	return s.info(desc, schema_ref.ImportedExportedKeysAndCrossReference), nil
 }
 
 // DoGetImportedKeys answers none: views have no foreign keys.
-func (s *Server) DoGetImportedKeys(context.Context, flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+func (s *Server) DoGetImportedKeys(context.Context,
+	flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	return s.emptyAnswer(schema_ref.ImportedExportedKeysAndCrossReference)
 }
 
 // GetFlightInfoExportedKeys implements flightsql.Server.
-func (s *Server) GetFlightInfoExportedKeys(_ context.Context, _ flightsql.TableRef, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+func (s *Server) GetFlightInfoExportedKeys(_ context.Context, _ flightsql.TableRef,
+	desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	return s.info(desc, schema_ref.ImportedExportedKeysAndCrossReference), nil
 }
 
 // DoGetExportedKeys answers none: views have no foreign keys.
-func (s *Server) DoGetExportedKeys(context.Context, flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+func (s *Server) DoGetExportedKeys(context.Context,
+	flightsql.TableRef) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	return s.emptyAnswer(schema_ref.ImportedExportedKeysAndCrossReference)
 }
 

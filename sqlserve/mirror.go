@@ -69,7 +69,8 @@ func OpenLakeMirror(cfg *config.Config, log *slog.Logger) (*LakeMirror, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(cfg.SQL.CacheDir, "s3", filepath.FromSlash(strings.Trim(strings.TrimPrefix(cfg.Lake.Root, storage.S3Scheme), "/")))
+	dir := filepath.Join(cfg.SQL.CacheDir, "s3",
+		filepath.FromSlash(strings.Trim(strings.TrimPrefix(cfg.Lake.Root, storage.S3Scheme), "/")))
 	return NewLakeMirror(l, dir, cfg.SQL.SyncInterval, log), nil
 }
 
@@ -100,7 +101,8 @@ func (m *LakeMirror) Sync(ctx context.Context) (lake.MirrorResult, error) {
 		m.failures++
 		args := []any{"lake", m.lake.Root(), "dir", m.dir, "failures", m.failures, "err", err}
 		if !m.lastOK.IsZero() {
-			args = append(args, "lag", m.now().Sub(m.lastOK).Round(time.Second), "synced_at", m.lastOK.UTC().Format(time.RFC3339))
+			args = append(args, "lag", m.now().Sub(m.lastOK).Round(time.Second), "synced_at",
+				m.lastOK.UTC().Format(time.RFC3339))
 		}
 		m.log.Warn("sql: lake mirror sync failed; queries see the bucket as of the last successful sync", args...)
 		return res, fmt.Errorf("sqlserve: mirror %s into %s: %w", m.lake.Root(), m.dir, err)

@@ -39,11 +39,13 @@ type Options struct {
 // links and cannot be installed on a machine without network access, so
 // the engine reads a local mirror of the bucket (LakeMirror; `reckon sql`
 // and `reckon serve sql` set it up, docs/adr/0017-sql-endpoint.md).
-var ErrS3Lake = errors.New("sqlserve: the engine reads a lake in a local directory; serve an s3:// lake through its mirror (LakeMirror, sql.cache_dir; docs/adr/0017-sql-endpoint.md)")
+var ErrS3Lake = errors.New("sqlserve: the engine reads a lake in a local directory; serve an s3:// lake through its " +
+	"mirror (LakeMirror, sql.cache_dir; docs/adr/0017-sql-endpoint.md)")
 
 // OptionsFrom maps the configuration onto Options.
 func OptionsFrom(c *config.Config) Options {
-	return Options{Root: c.Lake.Root, MemoryLimit: c.SQL.MemoryLimit, Threads: c.SQL.Threads, QueryTimeout: c.SQL.QueryTimeout}
+	return Options{Root: c.Lake.Root, MemoryLimit: c.SQL.MemoryLimit, Threads: c.SQL.Threads,
+		QueryTimeout: c.SQL.QueryTimeout}
 }
 
 // Validate reports every problem at once and fills the defaults.

@@ -249,7 +249,8 @@ func (s *Server) sendErr(ctx context.Context, ch chan<- flight.StreamChunk, quer
 
 // GetFlightInfoStatement checks the query (a bad or refused query fails
 // here, before any DoGet) and hands back a ticket holding it.
-func (s *Server) GetFlightInfoStatement(ctx context.Context, cmd flightsql.StatementQuery, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+func (s *Server) GetFlightInfoStatement(ctx context.Context, cmd flightsql.StatementQuery,
+	desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	if len(cmd.GetTransactionId()) > 0 {
 		return nil, status.Error(codes.Unimplemented, "sqlserve: transactions are not supported (read-only endpoint)")
 	}
@@ -269,12 +270,14 @@ func (s *Server) GetFlightInfoStatement(ctx context.Context, cmd flightsql.State
 
 // DoGetStatement runs the ticket's query; it is checked again, a ticket
 // being whatever the client sends.
-func (s *Server) DoGetStatement(ctx context.Context, tkt flightsql.StatementQueryTicket) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+func (s *Server) DoGetStatement(ctx context.Context,
+	tkt flightsql.StatementQueryTicket) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	return s.run(ctx, string(tkt.GetStatementHandle()), nil)
 }
 
 // GetSchemaStatement returns the query's result schema without running it.
-func (s *Server) GetSchemaStatement(ctx context.Context, cmd flightsql.StatementQuery, _ *flight.FlightDescriptor) (*flight.SchemaResult, error) {
+func (s *Server) GetSchemaStatement(ctx context.Context, cmd flightsql.StatementQuery,
+	_ *flight.FlightDescriptor) (*flight.SchemaResult, error) {
 	sc, err := s.eng.Schema(ctx, cmd.GetQuery(), 0)
 	if err != nil {
 		return nil, s.flightError(cmd.GetQuery(), err)
@@ -284,7 +287,8 @@ func (s *Server) GetSchemaStatement(ctx context.Context, cmd flightsql.Statement
 
 // CreatePreparedStatement checks the query and keeps it under a new
 // handle, with its result schema (JDBC clients show it before running).
-func (s *Server) CreatePreparedStatement(ctx context.Context, req flightsql.ActionCreatePreparedStatementRequest) (flightsql.ActionCreatePreparedStatementResult, error) {
+func (s *Server) CreatePreparedStatement(ctx context.Context,
+	req flightsql.ActionCreatePreparedStatementRequest) (flightsql.ActionCreatePreparedStatementResult, error) {
 	var res flightsql.ActionCreatePreparedStatementResult
 	if len(req.GetTransactionId()) > 0 {
 		return res, status.Error(codes.Unimplemented, "sqlserve: transactions are not supported (read-only endpoint)")
@@ -303,7 +307,8 @@ func (s *Server) CreatePreparedStatement(ctx context.Context, req flightsql.Acti
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.prepared) >= maxPrepared {
-		return res, status.Errorf(codes.ResourceExhausted, "sqlserve: %d prepared statements are open; close some", maxPrepared)
+		return res, status.Errorf(codes.ResourceExhausted, "sqlserve: %d prepared statements are open; close some",
+			maxPrepared)
 	}
 	s.prepared[h] = &prepared{query: q, nparams: n}
 	res.Handle = []byte(h)
@@ -330,7 +335,8 @@ func (s *Server) ClosePreparedStatement(_ context.Context, req flightsql.ActionC
 
 // DoPutPreparedStatementQuery binds the parameters: the first row of the
 // batch sent, one column per parameter.
-func (s *Server) DoPutPreparedStatementQuery(_ context.Context, cmd flightsql.PreparedStatementQuery, rdr flight.MessageReader, _ flight.MetadataWriter) ([]byte, error) {
+func (s *Server) DoPutPreparedStatementQuery(_ context.Context, cmd flightsql.PreparedStatementQuery,
+	rdr flight.MessageReader, _ flight.MetadataWriter) ([]byte, error) {
 	p, err := s.lookup(cmd.GetPreparedStatementHandle())
 	if err != nil {
 		return nil, err
@@ -352,7 +358,8 @@ func (s *Server) DoPutPreparedStatementQuery(_ context.Context, cmd flightsql.Pr
 		return nil, err
 	}
 	if len(params) != p.nparams {
-		return nil, status.Errorf(codes.InvalidArgument, "sqlserve: the statement takes %d parameters, got %d", p.nparams, len(params))
+		return nil, status.Errorf(codes.InvalidArgument, "sqlserve: the statement takes %d parameters, got %d", p.nparams,
+			len(params))
 	}
 	s.mu.Lock()
 	p.params = params
@@ -409,7 +416,8 @@ func paramValue(a arrow.Array) (any, error) {
 }
 
 // GetFlightInfoPreparedStatement hands back a ticket naming the handle.
-func (s *Server) GetFlightInfoPreparedStatement(_ context.Context, cmd flightsql.PreparedStatementQuery, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+func (s *Server) GetFlightInfoPreparedStatement(_ context.Context, cmd flightsql.PreparedStatementQuery,
+	desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	if _, err := s.lookup(cmd.GetPreparedStatementHandle()); err != nil {
 		return nil, err
 	}
@@ -420,7 +428,8 @@ func (s *Server) GetFlightInfoPreparedStatement(_ context.Context, cmd flightsql
 }
 
 // GetSchemaPreparedStatement returns the result schema.
-func (s *Server) GetSchemaPreparedStatement(ctx context.Context, cmd flightsql.PreparedStatementQuery, _ *flight.FlightDescriptor) (*flight.SchemaResult, error) {
+func (s *Server) GetSchemaPreparedStatement(ctx context.Context, cmd flightsql.PreparedStatementQuery,
+	_ *flight.FlightDescriptor) (*flight.SchemaResult, error) {
 	p, err := s.lookup(cmd.GetPreparedStatementHandle())
 	if err != nil {
 		return nil, err
@@ -433,7 +442,8 @@ func (s *Server) GetSchemaPreparedStatement(ctx context.Context, cmd flightsql.P
 }
 
 // DoGetPreparedStatement runs the statement with its bound parameters.
-func (s *Server) DoGetPreparedStatement(ctx context.Context, cmd flightsql.PreparedStatementQuery) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+func (s *Server) DoGetPreparedStatement(ctx context.Context,
+	cmd flightsql.PreparedStatementQuery) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	p, err := s.lookup(cmd.GetPreparedStatementHandle())
 	if err != nil {
 		return nil, nil, err
@@ -442,7 +452,8 @@ func (s *Server) DoGetPreparedStatement(ctx context.Context, cmd flightsql.Prepa
 	params := p.params
 	s.mu.Unlock()
 	if len(params) != p.nparams {
-		return nil, nil, status.Errorf(codes.InvalidArgument, "sqlserve: the statement takes %d parameters; bind them first", p.nparams)
+		return nil, nil, status.Errorf(codes.InvalidArgument, "sqlserve: the statement takes %d parameters; bind them first",
+			p.nparams)
 	}
 	return s.run(ctx, p.query, params)
 }
@@ -453,6 +464,7 @@ func (s *Server) DoPutCommandStatementUpdate(context.Context, flightsql.Statemen
 }
 
 // DoPutPreparedStatementUpdate refuses: the endpoint is read-only.
-func (s *Server) DoPutPreparedStatementUpdate(context.Context, flightsql.PreparedStatementUpdate, flight.MessageReader) (int64, error) {
+func (s *Server) DoPutPreparedStatementUpdate(context.Context, flightsql.PreparedStatementUpdate,
+	flight.MessageReader) (int64, error) {
 	return 0, status.Error(codes.PermissionDenied, ErrNotReadOnly.Error())
 }

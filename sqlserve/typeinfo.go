@@ -37,7 +37,8 @@ type xdbcType struct {
 // literals), ordered by data_type as SQLGetTypeInfo orders them.
 var xdbcTypes = func() []xdbcType {
 	dt := func(name string, sub pb.XdbcDatetimeSubcode, dataType pb.XdbcDataType, size int32, prefix string) xdbcType {
-		return xdbcType{name: name, dataType: dataType, size: size, prefix: prefix, sqlType: pb.XdbcDataType_XDBC_DATETIME, subcode: sub}
+		return xdbcType{name: name, dataType: dataType, size: size, prefix: prefix, sqlType: pb.XdbcDataType_XDBC_DATETIME,
+			subcode: sub}
 	}
 	ts := []xdbcType{
 		{name: "BOOLEAN", dataType: pb.XdbcDataType_XDBC_BIT, size: 1},
@@ -46,7 +47,8 @@ var xdbcTypes = func() []xdbcType {
 		{name: "INTEGER", dataType: pb.XdbcDataType_XDBC_INTEGER, size: 10, numeric: true, exact: true},
 		{name: "BIGINT", dataType: pb.XdbcDataType_XDBC_BIGINT, size: 19, numeric: true, exact: true},
 		{name: "HUGEINT", dataType: pb.XdbcDataType_XDBC_DECIMAL, size: 38, numeric: true, exact: true},
-		{name: "DECIMAL", dataType: pb.XdbcDataType_XDBC_DECIMAL, size: 38, params: []string{"precision", "scale"}, numeric: true, exact: true, scale: [2]int32{0, 38}},
+		{name: "DECIMAL", dataType: pb.XdbcDataType_XDBC_DECIMAL, size: 38, params: []string{"precision", "scale"},
+			numeric: true, exact: true, scale: [2]int32{0, 38}},
 		{name: "FLOAT", dataType: pb.XdbcDataType_XDBC_REAL, size: 24, numeric: true},
 		{name: "DOUBLE", dataType: pb.XdbcDataType_XDBC_DOUBLE, size: 53, numeric: true},
 		{name: "VARCHAR", dataType: pb.XdbcDataType_XDBC_VARCHAR, prefix: "'"},
@@ -54,8 +56,10 @@ var xdbcTypes = func() []xdbcType {
 		dt("DATE", pb.XdbcDatetimeSubcode_XDBC_SUBCODE_DATE, pb.XdbcDataType_XDBC_DATE, 10, "DATE '"),
 		dt("TIME", pb.XdbcDatetimeSubcode_XDBC_SUBCODE_TIME, pb.XdbcDataType_XDBC_TIME, 15, "TIME '"),
 		dt("TIMESTAMP", pb.XdbcDatetimeSubcode_XDBC_SUBCODE_TIMESTAMP, pb.XdbcDataType_XDBC_TIMESTAMP, 26, "TIMESTAMP '"),
-		dt("TIMESTAMP WITH TIME ZONE", pb.XdbcDatetimeSubcode_XDBC_SUBCODE_TIMESTAMP_WITH_TIMEZONE, pb.XdbcDataType_XDBC_TIMESTAMP, 32, "TIMESTAMPTZ '"),
-		{name: "INTERVAL", dataType: pb.XdbcDataType_XDBC_INTERVAL, prefix: "INTERVAL '", sqlType: pb.XdbcDataType_XDBC_INTERVAL},
+		dt("TIMESTAMP WITH TIME ZONE", pb.XdbcDatetimeSubcode_XDBC_SUBCODE_TIMESTAMP_WITH_TIMEZONE,
+			pb.XdbcDataType_XDBC_TIMESTAMP, 32, "TIMESTAMPTZ '"),
+		{name: "INTERVAL", dataType: pb.XdbcDataType_XDBC_INTERVAL, prefix: "INTERVAL '",
+			sqlType: pb.XdbcDataType_XDBC_INTERVAL},
 	}
 	for i := range ts {
 		if ts[i].sqlType == 0 {
@@ -67,13 +71,15 @@ var xdbcTypes = func() []xdbcType {
 }()
 
 // GetFlightInfoXdbcTypeInfo hands back a ticket for the type list.
-func (s *Server) GetFlightInfoXdbcTypeInfo(_ context.Context, _ flightsql.GetXdbcTypeInfo, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+func (s *Server) GetFlightInfoXdbcTypeInfo(_ context.Context, _ flightsql.GetXdbcTypeInfo,
+	desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	return s.info(desc, schema_ref.XdbcTypeInfo), nil
 }
 
 // DoGetXdbcTypeInfo lists the types queries return (xdbcTypes), or those
 // of one XDBC data type when the request names it.
-func (s *Server) DoGetXdbcTypeInfo(_ context.Context, cmd flightsql.GetXdbcTypeInfo) (*arrow.Schema, <-chan flight.StreamChunk, error) {
+func (s *Server) DoGetXdbcTypeInfo(_ context.Context,
+	cmd flightsql.GetXdbcTypeInfo) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	b := array.NewRecordBuilder(s.Alloc, schema_ref.XdbcTypeInfo)
 	defer b.Release()
 	str := func(i int, v string) {

@@ -29,7 +29,8 @@ func tickOp(so *streamOp, proc time.Time, next int64) {
 // pollOnce polls for at most wait and runs what arrived through the
 // partitions' operators, handing the records to publish to emit. It
 // returns the record that failed processing, if any.
-func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, revoked chan []tp, wait time.Duration, emit func([]*kgo.Record)) *recordRef {
+func (w *Worker) pollOnce(ctx context.Context, sess *kgo.GroupTransactSession, revoked chan []tp, wait time.Duration,
+	emit func([]*kgo.Record)) *recordRef {
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	fetches := sess.PollFetches(pctx)
 	cancel()
@@ -174,7 +175,8 @@ func (w *Worker) processRecord(part *partition, r *kgo.Record) (out []*kgo.Recor
 				return
 			}
 			n := w.failedAttempt(ref)
-			w.log.Error("processing failed; will retry", "topic", part.topic, "partition", part.partition, "offset", r.Offset, "attempt", n, "panic", p)
+			w.log.Error("processing failed; will retry", "topic", part.topic, "partition", part.partition, "offset", r.Offset,
+				"attempt", n, "panic", p)
 			out, ok = nil, false
 		}
 	}()
@@ -205,13 +207,16 @@ func (w *Worker) processRecord(part *partition, r *kgo.Record) (out []*kgo.Recor
 			}
 			w.m.dead(part.topic, "gate")
 			reason := field + ": stream " + so.cfg.Name + " needs it (key must be a non-empty string, value a finite number)"
-			return []*kgo.Record{w.deadLetter(r, event.DeadLetter{Reason: reason, Reasons: []string{reason}, Fields: []string{field},
-				Attempts: 1, Stage: "gate"})}, true
+			return []*kgo.Record{w.deadLetter(r,
+				event.DeadLetter{Reason: reason, Reasons: []string{reason}, Fields: []string{field},
+					Attempts: 1, Stage: "gate"})}, true
 		}
-		v, err := so.op.Process(operator.Record{ID: id, Key: key, Value: value, EventTime: env.OccurredAt, Arrival: r.Timestamp, Ref: r.Offset}, &so.out)
+		v, err := so.op.Process(operator.Record{ID: id, Key: key, Value: value, EventTime: env.OccurredAt,
+			Arrival: r.Timestamp, Ref: r.Offset}, &so.out)
 		if err != nil {
 			w.m.dead(part.topic, "process")
-			dl := event.DeadLetter{Reason: "process: " + err.Error(), Reasons: []string{"process: " + err.Error()}, Attempts: 1, Stage: "process"}
+			dl := event.DeadLetter{Reason: "process: " + err.Error(), Reasons: []string{"process: " + err.Error()}, Attempts: 1,
+				Stage: "process"}
 			return []*kgo.Record{w.deadLetter(r, dl)}, true
 		}
 		w.m.verdict(so.cfg.Name, so.cfg.Rolling > 0, v)

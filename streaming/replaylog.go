@@ -214,7 +214,8 @@ func (w *Worker) replay(ctx context.Context, p *partition) error {
 			}
 			for _, fe := range fs.Errors() {
 				if errors.Is(fe.Err, context.DeadlineExceeded) {
-					return fmt.Errorf("streaming: replay %s/%d: no record after offset %d within %v (want up to %d)", p.topic, p.partition, last, replayWait, end-1)
+					return fmt.Errorf("streaming: replay %s/%d: no record after offset %d within %v (want up to %d)", p.topic,
+						p.partition, last, replayWait, end-1)
 				}
 				return fmt.Errorf("streaming: replay %s/%d from offset %d: %w", p.topic, p.partition, l.from, fe.Err)
 			}
@@ -232,7 +233,8 @@ func (w *Worker) replay(ctx context.Context, p *partition) error {
 					return
 				}
 				if _, ok := w.processRecord(p, r); !ok {
-					w.log.Warn("record failed during replay; it had been processed before the restart", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
+					w.log.Warn("record failed during replay; it had been processed before the restart", "topic", r.Topic, "partition",
+						r.Partition, "offset", r.Offset)
 				}
 			})
 		}

@@ -104,13 +104,16 @@ func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[strin
 				return nil, fmt.Errorf("state %s: %w", key, err)
 			}
 			if haveCkpt && (snap.epoch != epoch || snap.next != from) {
-				return nil, fmt.Errorf("state %s is checkpoint %d at offset %d, other streams of the partition are at %d/%d", key, snap.epoch, snap.next, epoch, from)
+				return nil, fmt.Errorf("state %s is checkpoint %d at offset %d, other streams of the partition are at %d/%d", key,
+					snap.epoch, snap.next, epoch, from)
 			}
 			epoch, from, haveCkpt = snap.epoch, snap.next, true
 			proc = max(proc, snap.proc)
 			p.refreshNext = max(p.refreshNext, snap.refresh)
 		}
-		p.ops = append(p.ops, &streamOp{cfg: s, op: op, keyPath: "data." + s.KeyField, valuePath: "data." + s.ValueField, settings: s.SettingsDigest()})
+		p.ops = append(p.ops,
+			&streamOp{cfg: s, op: op, keyPath: "data." + s.KeyField, valuePath: "data." + s.ValueField,
+				settings: s.SettingsDigest()})
 	}
 	p.log = replayLog{epoch: epoch, from: from}
 	if lg, ok := snaps[logKey(k.topic, k.partition)]; ok && (!haveCkpt || lg.epoch == epoch) {
@@ -119,7 +122,8 @@ func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[strin
 			return nil, fmt.Errorf("state %s: %w", logKey(k.topic, k.partition), err)
 		}
 		if l.epoch != lg.epoch || (haveCkpt && l.from != from) {
-			return nil, fmt.Errorf("state %s: log of checkpoint %d from offset %d does not continue checkpoint %d at offset %d", logKey(k.topic, k.partition), l.epoch, l.from, epoch, from)
+			return nil, fmt.Errorf("state %s: log of checkpoint %d from offset %d does not continue checkpoint %d at offset %d",
+				logKey(k.topic, k.partition), l.epoch, l.from, epoch, from)
 		}
 		p.log = *l
 		proc = max(proc, lg.proc)
@@ -138,7 +142,8 @@ func (w *Worker) restore(ctx context.Context, k tp, first int64, snaps map[strin
 	}
 	end := p.log.end()
 	if first >= 0 && end < first {
-		return nil, fmt.Errorf("state of %s/%d is at offset %d but the committed offset is %d: state not yet visible", k.topic, k.partition, end, first)
+		return nil, fmt.Errorf("state of %s/%d is at offset %d but the committed offset is %d: state not yet visible",
+			k.topic, k.partition, end, first)
 	}
 	if err := w.replay(ctx, p); err != nil {
 		return nil, err

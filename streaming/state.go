@@ -93,7 +93,8 @@ func checkpointOf(snaps map[string]snapshot, key string) (snap snapshot, ok bool
 	for i := 1; i < snap.chunks; i++ {
 		c, found := snaps[chunkKey(key, i)]
 		if !found || c.epoch != snap.epoch || c.next != snap.next || c.chunks != snap.chunks {
-			return snapshot{}, false, fmt.Errorf("state %s: chunk %d of %d of checkpoint %d missing or from another checkpoint", key, i, snap.chunks, snap.epoch)
+			return snapshot{}, false, fmt.Errorf("state %s: chunk %d of %d of checkpoint %d missing or from another checkpoint",
+				key, i, snap.chunks, snap.epoch)
 		}
 		buf = append(buf, c.state...)
 	}

@@ -46,22 +46,33 @@ type batchMetrics struct {
 
 // newBatchMetrics registers the batch families on r; adm, lk and tc are
 // the process's clients, used at each scrape.
-func newBatchMetrics(r *metrics.Registry, cfg *config.Config, adm *kadm.Client, lk *lake.Lake, tc client.Client, log *slog.Logger) *batchMetrics {
+func newBatchMetrics(r *metrics.Registry, cfg *config.Config, adm *kadm.Client, lk *lake.Lake, tc client.Client,
+	log *slog.Logger) *batchMetrics {
 	b := cfg.Batch
 	m := &batchMetrics{
 		// A recompute checks its horizon every horizon_poll (targeted
 		// corrections every second): a wait unconfirmed for two polls
 		// and a minute has ended.
-		results:           activities.NewMetrics(r, 2*b.HorizonPoll+time.Minute),
-		archiveLag:        r.Gauge("reckon_batch_archive_lag_offsets", "Raw topic-partition's last stable offset minus the lake's next offset to archive (transaction markers included).", "topic", "partition"),
-		archiveLagSeconds: r.Gauge("reckon_batch_archive_lag_seconds", "Seconds since the ingest time up to which the lake holds everything of the raw topic-partition (its archived_through).", "topic", "partition"),
-		backlogFiles:      r.Gauge("reckon_batch_compaction_backlog_files", "Raw files the compaction workflow would merge now: all files of ended UTC hours with archive files to compact, the files of partitions of the current hour holding half of max_open_files.", "topic"),
-		backlogHours:      r.Gauge("reckon_batch_compaction_backlog_hour_partitions", "UTC hours left to compact.", "topic"),
-		zreportKeys:       r.Gauge("reckon_batch_zreport_keys", "Z-report keys (fiscal drive, shift) known to Temporal's visibility, by status (waiting, matched, mismatched, incomplete).", "status"),
-		collectErrors:     r.Counter("reckon_batch_collect_errors_total", "Scrapes whose figures from a source (kafka, lake, temporal) could not be read; those series are absent from that scrape.", "source"),
-		storageRetries:    r.Counter("reckon_lake_storage_retries_total", "Lake storage calls retried after a transient failure (docs/adr/0022-lake-fault-injection.md), by operation; a series appears with the first retry.", "op"),
-		storageGaveUp:     r.Counter("reckon_lake_storage_gave_up_total", "Lake storage calls whose retries gave up (the activity attempt failed and Temporal retries it), by operation.", "op"),
-		cfg:               cfg, adm: adm, lk: lk, tc: tc, log: log, now: time.Now,
+		results:    activities.NewMetrics(r, 2*b.HorizonPoll+time.Minute),
+		archiveLag: r.Gauge("reckon_batch_archive_lag_offsets", "Raw topic-partition's last stable offset minus the lake's next offset to archive (transaction markers included).", "topic", "partition"),
+		archiveLagSeconds: r.Gauge("reckon_batch_archive_lag_seconds",
+			"Seconds since the ingest time up to which the lake holds everything of the raw topic-partition (its "+
+				"archived_through).", "topic", "partition"),
+		backlogFiles: r.Gauge("reckon_batch_compaction_backlog_files",
+			"Raw files the compaction workflow would merge now: all files of ended UTC hours with archive files to compact, "+
+				"the files of partitions of the current hour holding half of max_open_files.", "topic"),
+		backlogHours: r.Gauge("reckon_batch_compaction_backlog_hour_partitions", "UTC hours left to compact.", "topic"),
+		zreportKeys: r.Gauge("reckon_batch_zreport_keys",
+			"Z-report keys (fiscal drive, shift) known to Temporal's visibility, by status (waiting, matched, mismatched, "+
+				"incomplete).", "status"),
+		collectErrors: r.Counter("reckon_batch_collect_errors_total",
+			"Scrapes whose figures from a source (kafka, lake, temporal) could not be read; those series are absent from that "+
+				"scrape.", "source"),
+		storageRetries: r.Counter("reckon_lake_storage_retries_total",
+			"Lake storage calls retried after a transient failure (docs/adr/0022-lake-fault-injection.md), by operation; a "+
+				"series appears with the first retry.", "op"),
+		storageGaveUp: r.Counter("reckon_lake_storage_gave_up_total", "Lake storage calls whose retries gave up (the activity attempt failed and Temporal retries it), by operation.", "op"),
+		cfg:           cfg, adm: adm, lk: lk, tc: tc, log: log, now: time.Now,
 		collectTimeout: 5 * time.Second,
 	}
 	r.OnScrape(m.collect)
@@ -94,7 +105,8 @@ type observeActivities struct {
 }
 
 // InterceptActivity implements interceptor.WorkerInterceptor.
-func (o *observeActivities) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+func (o *observeActivities) InterceptActivity(_ context.Context,
+	next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
 	return &observeActivity{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}, m: o.m}
 }
 
@@ -190,7 +202,8 @@ func (m *batchMetrics) compactionBacklog(ctx context.Context) error {
 	cc := m.cfg.Lake.Compaction
 	var errs []error
 	for _, t := range rawTopics(m.cfg) {
-		b, err := m.lk.CompactionBacklog(ctx, t, now, lake.CompactOptions{MaxOpenFiles: cc.MaxOpenFiles, LateDelay: cc.LateDelay})
+		b, err := m.lk.CompactionBacklog(ctx, t, now,
+			lake.CompactOptions{MaxOpenFiles: cc.MaxOpenFiles, LateDelay: cc.LateDelay})
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -203,12 +216,14 @@ func (m *batchMetrics) compactionBacklog(ctx context.Context) error {
 
 // zreportStatuses counts the Z-report entity workflows by status.
 func (m *batchMetrics) zreportStatuses(ctx context.Context) error {
-	for _, s := range []zreport.Status{zreport.StatusWaiting, zreport.StatusMatched, zreport.StatusMismatched, zreport.StatusIncomplete} {
+	for _, s := range []zreport.Status{zreport.StatusWaiting, zreport.StatusMatched, zreport.StatusMismatched,
+		zreport.StatusIncomplete} {
 		q, err := zreportListQuery(string(s), "", "")
 		if err != nil {
 			return err
 		}
-		resp, err := m.tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: m.cfg.Temporal.Namespace, Query: q})
+		resp, err := m.tc.CountWorkflow(ctx,
+			&workflowservice.CountWorkflowExecutionsRequest{Namespace: m.cfg.Temporal.Namespace, Query: q})
 		if err != nil {
 			return fmt.Errorf("count %s z-reports: %w", s, err)
 		}

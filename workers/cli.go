@@ -73,7 +73,8 @@ func (cx *cmdContext) parse() error {
 	for _, a := range cx.fs.Args() {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if strings.HasPrefix(a, "-") && (name == "set" || name == "config") {
-			return fmt.Errorf("%w: %s comes after the argument %q and would be ignored: put flags before arguments", errUsage, a, cx.fs.Arg(0))
+			return fmt.Errorf("%w: %s comes after the argument %q and would be ignored: put flags before arguments", errUsage, a,
+				cx.fs.Arg(0))
 		}
 	}
 	path := cx.configPath
@@ -119,7 +120,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	cx := &cmdContext{name: cmd.name, args: args[1:], stdin: stdin, stdout: stdout, stderr: stderr, environ: environ}
 	cx.fs = flag.NewFlagSet("reckon "+cmd.name, flag.ContinueOnError)
 	cx.fs.SetOutput(stderr)
-	cx.fs.StringVar(&cx.configPath, "config", "", "configuration file (default: embedded deploy/reckon.yaml; env RECKON_CONFIG)")
+	cx.fs.StringVar(&cx.configPath, "config", "",
+		"configuration file (default: embedded deploy/reckon.yaml; env RECKON_CONFIG)")
 	cx.fs.Var(&cx.sets, "set", "override a config key, key=value (repeatable; see `reckon config keys`)")
 	err := cmd.run(ctx, cx)
 	var child childExit

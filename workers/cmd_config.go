@@ -54,7 +54,10 @@ func runConfig(ctx context.Context, cx *cmdContext) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintln(cx.stdout, "\nDEFAULT is the value with no config file, environment variable or --set, on this machine.\nSet a key in the config file, in its environment variable or with --set key=value (lists comma separated,\ndurations like 90s). Streams and gate.types are set in the file only.")
+		fmt.Fprintln(cx.stdout,
+			"\nDEFAULT is the value with no config file, environment variable or --set, on this machine.\nSet a key in the "+
+				"config file, in its environment variable or with --set key=value (lists comma separated,\ndurations like 90s). "+
+				"Streams and gate.types are set in the file only.")
 		return nil
 	default:
 		return fmt.Errorf("%w: unknown subcommand %q (want show or keys)", errUsage, sub)

@@ -33,9 +33,12 @@ var lakeSubcommands = []struct {
 }{
 	{"ls", "list tables, partitions, files, rows, bytes, time coverage and archive progress", runLakeLs},
 	{"write", "archive a JSONL file of envelopes (arrived_at = ingest time) like the archiver does", runLakeWrite},
-	{"query", "aggregate a topic per key and window (count, sum, min, max), deduplicated by event_id, or read a stream's curated windows", runLakeQuery},
-	{"compact", "compact hours as closed: merged across partitions, redeliveries dropped to raw_dropped/ (the compaction workflow does it continuously)", runLakeCompact},
-	{"curate", "rebuild a stream's curated windows, corrections and feature_status tables of one date from its history", runLakeCurate},
+	{"query", "aggregate a topic per key and window (count, sum, min, max), deduplicated by event_id, or read a " +
+		"stream's curated windows", runLakeQuery},
+	{"compact", "compact hours as closed: merged across partitions, redeliveries dropped to raw_dropped/ (the " +
+		"compaction workflow does it continuously)", runLakeCompact},
+	{"curate", "rebuild a stream's curated windows, corrections and feature_status tables of one date from its history",
+		runLakeCurate},
 }
 
 // runLake dispatches `reckon lake <subcommand>`.
@@ -62,7 +65,8 @@ func runLake(ctx context.Context, cx *cmdContext) error {
 
 // lakeFlag registers --lake; openLake opens it after cx.parse.
 func lakeFlag(cx *cmdContext) *string {
-	return cx.fs.String("lake", "", "lake root: a directory or s3://bucket[/prefix] reached as lake.s3 says (default: lake.root from the configuration)")
+	return cx.fs.String("lake", "",
+		"lake root: a directory or s3://bucket[/prefix] reached as lake.s3 says (default: lake.root from the configuration)")
 }
 
 func openLake(cx *cmdContext, root string) (*lake.Lake, error) {
@@ -89,7 +93,8 @@ func lakeOptions(c config.Lake, root string) (lake.Options, error) {
 	opts := lake.Options{Root: root, CompactLease: c.Compaction.Lease}
 	if f := lakeFaults(c); f != nil {
 		opts.Wrap = f.Wrap
-		slog.Warn("lake: storage fault injection is on (lake.faults: chaos testing only)", "rate", c.Faults.Rate, "seed", c.Faults.Seed)
+		slog.Warn("lake: storage fault injection is on (lake.faults: chaos testing only)", "rate", c.Faults.Rate, "seed",
+			c.Faults.Seed)
 	}
 	if !storage.IsS3Root(root) {
 		return opts, nil
@@ -170,7 +175,8 @@ func runLakeLs(ctx context.Context, cx *cmdContext) error {
 	if len(inv.Progress) > 0 {
 		fmt.Fprintln(tw, "\nPROGRESS\tPARTITION\tNEXT_OFFSET\tARCHIVED_THROUGH\tUPDATED_AT")
 		for _, p := range inv.Progress {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", p.Topic, p.Partition, p.NextOffset, lakeRFC3339(p.ArchivedThrough), lakeRFC3339(p.UpdatedAt))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", p.Topic, p.Partition, p.NextOffset, lakeRFC3339(p.ArchivedThrough),
+				lakeRFC3339(p.UpdatedAt))
 		}
 	}
 	return tw.Flush()
@@ -188,11 +194,15 @@ func lakeDuration(d time.Duration) string {
 func runLakeWrite(ctx context.Context, cx *cmdContext) error {
 	dir := lakeFlag(cx)
 	topic := cx.fs.String("topic", "", "Kafka topic the records belong to (required)")
-	keyPath := cx.fs.String("key", "", "dotted envelope path of the key, e.g. data.id_perangkat (default: the configured stream of --topic); with it any event type is accepted, as by simulate")
-	valuePath := cx.fs.String("value", "", "dotted envelope path of the value, e.g. data.suhu_c (default: the configured stream of --topic)")
+	keyPath := cx.fs.String("key", "",
+		"dotted envelope path of the key, e.g. data.id_perangkat (default: the configured stream of --topic); with it any "+
+			"event type is accepted, as by simulate")
+	valuePath := cx.fs.String("value", "",
+		"dotted envelope path of the value, e.g. data.suhu_c (default: the configured stream of --topic)")
 	input := cx.fs.String("input", "", "JSONL file of envelopes with arrived_at (required; - for stdin)")
 	batch := cx.fs.Int("batch", 1_000_000, "lines per archived batch (one file per event hour per batch)")
-	batchBytes := cx.fs.Int("batch-bytes", 64<<20, "bytes of input per archived batch at most: memory is bounded by a batch, not by the input")
+	batchBytes := cx.fs.Int("batch-bytes", 64<<20,
+		"bytes of input per archived batch at most: memory is bounded by a batch, not by the input")
 	if err := cx.parse(); err != nil {
 		return err
 	}
@@ -265,14 +275,17 @@ func runLakeWrite(ctx context.Context, cx *cmdContext) error {
 		maxLine = event.DefaultMaxPayloadBytes
 	}
 	start := time.Now()
-	total, err := writeJSONL(ctx, w, parser, in, jsonlBatch{Lines: *batch, Bytes: *batchBytes, MaxLine: maxLine + 1}, cx.stdout)
+	total, err := writeJSONL(ctx, w, parser, in, jsonlBatch{Lines: *batch, Bytes: *batchBytes, MaxLine: maxLine + 1},
+		cx.stdout)
 	if err != nil {
 		return err
 	}
 	if total.Records == 0 {
 		return fmt.Errorf("lake write: %s has no lines", *input)
 	}
-	if _, err := l.WriteProgress(ctx, lake.Progress{Topic: *topic, Partition: 0, NextOffset: total.LastOffset + 1, ArchivedThrough: total.MaxIngestedAt, UpdatedAt: time.Now()}); err != nil {
+	if _, err := l.WriteProgress(ctx,
+		lake.Progress{Topic: *topic, Partition: 0, NextOffset: total.LastOffset + 1, ArchivedThrough: total.MaxIngestedAt,
+			UpdatedAt: time.Now()}); err != nil {
 		return err
 	}
 	fmt.Fprintf(cx.stdout, "%s: %d lines -> %d raw rows, %d rejected, %d files, %s in %.2fs\n",
@@ -306,7 +319,8 @@ type jsonlBatch struct {
 // record gets a deterministic time and nothing is dropped. Memory is
 // bounded by a batch (lim.Bytes plus one line of lim.MaxLine), not by the
 // input.
-func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in io.Reader, lim jsonlBatch, out io.Writer) (lakeWriteTotals, error) {
+func writeJSONL(ctx context.Context, w *lake.RawWriter, parser *event.Gate, in io.Reader, lim jsonlBatch,
+	out io.Writer) (lakeWriteTotals, error) {
 	var tot lakeWriteTotals
 	batch, maxLine := lim.Lines, lim.MaxLine
 	r := bufio.NewReaderSize(in, 1<<20)
@@ -433,14 +447,17 @@ func trimLakeEOL(b []byte) []byte {
 func runLakeQuery(ctx context.Context, cx *cmdContext) error {
 	dir := lakeFlag(cx)
 	topic := cx.fs.String("topic", "", "topic of the raw table to aggregate (this or --stream required)")
-	stream := cx.fs.String("stream", "", "read the curated windows table of this stream instead: each window's latest figure and its status, no scan of raw events")
+	stream := cx.fs.String("stream", "",
+		"read the curated windows table of this stream instead: each window's latest figure and its status, no scan of raw "+
+			"events")
 	fromS := cx.fs.String("from", "", "start of the event-time range, RFC 3339 or YYYY-MM-DD (required)")
 	toS := cx.fs.String("to", "", "end of the event-time range (exclusive), RFC 3339 or YYYY-MM-DD (required)")
 	var keys, types stringList
 	cx.fs.Var(&keys, "key", "only this key (repeatable)")
 	cx.fs.Var(&types, "event-type", "only this event type (repeatable; not with --stream)")
 	window := cx.fs.Duration("window", time.Hour, "window size; must divide 24h (not with --stream: the stream's window)")
-	format := cx.fs.String("format", "table", "output format: table, csv, json (one object per line) or arrow (an Arrow IPC stream)")
+	format := cx.fs.String("format", "table",
+		"output format: table, csv, json (one object per line) or arrow (an Arrow IPC stream)")
 	stats := cx.fs.Bool("stats", false, "print scan statistics to stderr")
 	if err := cx.parse(); err != nil {
 		return err
@@ -484,7 +501,8 @@ func runLakeQuery(ctx context.Context, cx *cmdContext) error {
 	if *stream != "" {
 		return queryLakeWindows(ctx, cx, l, *stream, from, to, keys, *format)
 	}
-	aggs, st, err := l.Aggregate(ctx, lake.Query{Topic: *topic, From: from, To: to, Keys: keys, EventTypes: types}, *window)
+	aggs, st, err := l.Aggregate(ctx, lake.Query{Topic: *topic, From: from, To: to, Keys: keys, EventTypes: types},
+		*window)
 	if errors.Is(err, lake.ErrBadQuery) || errors.Is(err, lake.ErrBadName) {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -536,7 +554,8 @@ func printLakeAggs(out io.Writer, format string, aggs []lake.WindowAgg) error {
 	case "json":
 		enc := json.NewEncoder(bw)
 		for _, a := range aggs {
-			if err := enc.Encode(lakeAggJSON{a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), a.Count, a.Sum, avg(a), a.Min, a.Max}); err != nil {
+			if err := enc.Encode(lakeAggJSON{a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), a.Count, a.Sum, avg(a),
+				a.Min, a.Max}); err != nil {
 				return err
 			}
 		}
@@ -544,7 +563,8 @@ func printLakeAggs(out io.Writer, format string, aggs []lake.WindowAgg) error {
 		cw := csv.NewWriter(bw)
 		cw.Write([]string{"key", "window_start", "window_end", "count", "sum", "avg", "min", "max"})
 		for _, a := range aggs {
-			cw.Write([]string{a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), strconv.FormatInt(a.Count, 10), f(a.Sum), f(avg(a)), f(a.Min), f(a.Max)})
+			cw.Write([]string{a.Key, lakeRFC3339(a.WindowStart), lakeRFC3339(a.WindowEnd), strconv.FormatInt(a.Count, 10),
+				f(a.Sum), f(avg(a)), f(a.Min), f(a.Max)})
 		}
 		cw.Flush()
 		if err := cw.Error(); err != nil {
@@ -595,7 +615,8 @@ func runLakeCompact(ctx context.Context, cx *cmdContext) error {
 		}
 	}
 	for _, h := range hours {
-		res, err := l.CompactHour(ctx, *topic, date.Add(time.Duration(h)*time.Hour), lake.CompactOptions{MaxRows: cx.cfg.Lake.Compaction.MaxRows, Sweep: true})
+		res, err := l.CompactHour(ctx, *topic, date.Add(time.Duration(h)*time.Hour),
+			lake.CompactOptions{MaxRows: cx.cfg.Lake.Compaction.MaxRows, Sweep: true})
 		if err != nil {
 			return err
 		}

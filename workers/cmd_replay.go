@@ -28,7 +28,8 @@ func runReplay(ctx context.Context, cx *cmdContext) error {
 	cx.fs.Var(&streams, "stream", "stream to replay (repeatable; default: every configured stream)")
 	dry := cx.fs.Bool("dry-run", false, "compute and report what would change; publish and write nothing")
 	conc := cx.fs.Int("concurrency", 0, "(stream, day) recomputes at once (default batch.replay_concurrency)")
-	reprocess := cx.fs.String("reprocess", workflows.ReprocessAll, "all: recompute every (stream, day); failed: only those whose last replay did not complete")
+	reprocess := cx.fs.String("reprocess", workflows.ReprocessAll,
+		"all: recompute every (stream, day); failed: only those whose last replay did not complete")
 	detach := cx.fs.Bool("detach", false, "start and return; do not follow progress")
 	jsonOut := cx.fs.Bool("json", false, "print the final report as JSON instead of a table")
 	every := cx.fs.Duration("progress-interval", 500*time.Millisecond, "how often to query progress")
@@ -69,7 +70,8 @@ func runReplay(ctx context.Context, cx *cmdContext) error {
 		TaskQueue:                cfg.Temporal.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            fmt.Sprintf("replay %s..%s (%s)", *from, *to, map[bool]string{true: "dry run", false: "publishes corrections"}[*dry]),
+		StaticSummary: fmt.Sprintf("replay %s..%s (%s)", *from, *to,
+			map[bool]string{true: "dry run", false: "publishes corrections"}[*dry]),
 	}, workflows.ReplayWorkflow, in)
 	if err != nil {
 		return fmt.Errorf("replay: start: %w", err)
@@ -115,7 +117,9 @@ func runReplay(ctx context.Context, cx *cmdContext) error {
 			}
 		case <-ctx.Done():
 			bar.finish()
-			fmt.Fprintf(cx.stdout, "detached; the replay keeps running in Temporal: follow it with `reckon replay --from %s --to %s` again or in the UI: %s\n", *from, *to, uiLink(cfg, id))
+			fmt.Fprintf(cx.stdout,
+				"detached; the replay keeps running in Temporal: follow it with `reckon replay --from %s --to %s` again or in "+
+					"the UI: %s\n", *from, *to, uiLink(cfg, id))
 			return nil
 		}
 	}

@@ -45,7 +45,8 @@ func runSchedule(ctx context.Context, cx *cmdContext) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(cx.stdout, "schedule %s %s: daily at %s %s, reconciles the date %d day(s) back, overlap %s, catch-up window %v\n",
+		fmt.Fprintf(cx.stdout,
+			"schedule %s %s: daily at %s %s, reconciles the date %d day(s) back, overlap %s, catch-up window %v\n",
 			cfg.Batch.ScheduleID, what, cfg.Batch.ReconcileAt, cfg.Batch.Timezone, cfg.Batch.DaysBack, scheduleOverlap, cfg.Batch.CatchupWindow)
 		return nil
 	case "describe":
@@ -55,7 +56,8 @@ func runSchedule(ctx context.Context, cx *cmdContext) error {
 		}
 		fmt.Fprintf(cx.stdout, "schedule %s\n", cfg.Batch.ScheduleID)
 		if p := d.Schedule.Policy; p != nil {
-			fmt.Fprintf(cx.stdout, "  overlap %s, catch-up window %v, pause on failure %v\n", p.Overlap, p.CatchupWindow, p.PauseOnFailure)
+			fmt.Fprintf(cx.stdout, "  overlap %s, catch-up window %v, pause on failure %v\n", p.Overlap, p.CatchupWindow,
+				p.PauseOnFailure)
 		}
 		if s := d.Schedule.State; s != nil {
 			fmt.Fprintf(cx.stdout, "  paused %v %s\n", s.Paused, s.Note)
@@ -74,7 +76,8 @@ func runSchedule(ctx context.Context, cx *cmdContext) error {
 		}
 		return nil
 	case "trigger":
-		if err := c.ScheduleClient().GetHandle(ctx, cfg.Batch.ScheduleID).Trigger(ctx, client.ScheduleTriggerOptions{}); err != nil {
+		if err := c.ScheduleClient().GetHandle(ctx, cfg.Batch.ScheduleID).Trigger(ctx,
+			client.ScheduleTriggerOptions{}); err != nil {
 			return fmt.Errorf("schedule %s: %w", cfg.Batch.ScheduleID, err)
 		}
 		fmt.Fprintf(cx.stdout, "schedule %s triggered\n", cfg.Batch.ScheduleID)
@@ -104,11 +107,12 @@ func scheduleOptions(cfg *config.Config) (client.ScheduleOptions, error) {
 			TimeZoneName: cfg.Batch.Timezone,
 		},
 		Action: &client.ScheduleWorkflowAction{
-			ID:            "reconcile",
-			Workflow:      workflows.ReconcileWorkflow,
-			Args:          []any{reconcileParams(cfg)},
-			TaskQueue:     cfg.Temporal.TaskQueue,
-			StaticSummary: fmt.Sprintf("daily reconciliation: the price of speed of the day %d day(s) before", cfg.Batch.DaysBack),
+			ID:        "reconcile",
+			Workflow:  workflows.ReconcileWorkflow,
+			Args:      []any{reconcileParams(cfg)},
+			TaskQueue: cfg.Temporal.TaskQueue,
+			StaticSummary: fmt.Sprintf("daily reconciliation: the price of speed of the day %d day(s) before",
+				cfg.Batch.DaysBack),
 		},
 		Overlap:       scheduleOverlap,
 		CatchupWindow: cfg.Batch.CatchupWindow,
@@ -135,7 +139,8 @@ func applySchedule(ctx context.Context, cfg *config.Config, c client.Client) (st
 			s := in.Description.Schedule
 			s.Spec = &opts.Spec
 			s.Action = opts.Action
-			s.Policy = &client.SchedulePolicies{Overlap: opts.Overlap, CatchupWindow: opts.CatchupWindow, PauseOnFailure: opts.PauseOnFailure}
+			s.Policy = &client.SchedulePolicies{Overlap: opts.Overlap, CatchupWindow: opts.CatchupWindow,
+				PauseOnFailure: opts.PauseOnFailure}
 			return &client.ScheduleUpdate{Schedule: &s}, nil
 		},
 	})

@@ -18,7 +18,9 @@ const sqlBinary = "reckon-sql"
 // runServe is `reckon serve sql`: the Arrow Flight SQL endpoint.
 func runServe(ctx context.Context, cx *cmdContext) error {
 	if len(cx.args) == 0 || cx.args[0] != "sql" {
-		fmt.Fprintln(cx.stderr, "usage: reckon serve sql [--config FILE] [--set key=value ...]\n  serve Arrow Flight SQL on sql.listen over the lake (bin/reckon-sql; docs/adr/0017-sql-endpoint.md)")
+		fmt.Fprintln(cx.stderr,
+			"usage: reckon serve sql [--config FILE] [--set key=value ...]\n  serve Arrow Flight SQL on sql.listen over the "+
+				"lake (bin/reckon-sql; docs/adr/0017-sql-endpoint.md)")
 		if len(cx.args) > 0 && (cx.args[0] == "-h" || cx.args[0] == "--help") {
 			return nil
 		}
@@ -49,7 +51,8 @@ func findSQLBinary() (string, error) {
 	if p, err := exec.LookPath(sqlBinary); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("%s not found next to reckon or on PATH: the SQL engine (DuckDB, CGO) is a second binary; build it with `make build`", sqlBinary)
+	return "", fmt.Errorf("%s not found next to reckon or on PATH: the SQL engine (DuckDB, CGO) is a second binary; "+
+		"build it with `make build`", sqlBinary)
 }
 
 // execSQL runs reckon-sql with args, the same environment and standard

@@ -13,10 +13,12 @@ import (
 )
 
 func runTopics(ctx context.Context, cx *cmdContext) error {
-	mapFile := cx.fs.String("map", "", "topic map file (default: topics.map from config, else the embedded deploy/topics.yaml)")
+	mapFile := cx.fs.String("map", "",
+		"topic map file (default: topics.map from config, else the embedded deploy/topics.yaml)")
 	wait := cx.fs.Duration("wait", 30*time.Second, "how long to wait for the brokers to answer")
 	cx.fs.Usage = func() {
-		fmt.Fprintln(cx.stderr, "usage: reckon topics apply|describe [flags]\n       reckon topics tail TOPIC [-n N] [--follow]")
+		fmt.Fprintln(cx.stderr,
+			"usage: reckon topics apply|describe [flags]\n       reckon topics tail TOPIC [-n N] [--follow]")
 		cx.fs.PrintDefaults()
 	}
 	n := cx.fs.Int("n", 10, "tail: records per partition to show from the end")
@@ -92,7 +94,8 @@ func runTopics(ctx context.Context, cx *cmdContext) error {
 		for _, p := range parts {
 			offs = append(offs, fmt.Sprintf("%d:%d", p, l.EndOffsets[p]))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%v\n", l.Name, l.Partitions, l.Configs["retention.ms"], l.Configs["cleanup.policy"], total, strings.Join(offs, " "), l.InMap)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%v\n", l.Name, l.Partitions, l.Configs["retention.ms"],
+			l.Configs["cleanup.policy"], total, strings.Join(offs, " "), l.InMap)
 	}
 	for _, t := range m.Topics {
 		found := false
@@ -106,6 +109,8 @@ func runTopics(ctx context.Context, cx *cmdContext) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(cx.stdout, "\nOFFSETS is the sum of the partitions' END OFFSETS (partition:offset): offsets ever used, transaction markers\nand aborted records included, records removed by retention not subtracted. It is not a message count.")
+	fmt.Fprintln(cx.stdout,
+		"\nOFFSETS is the sum of the partitions' END OFFSETS (partition:offset): offsets ever used, transaction "+
+			"markers\nand aborted records included, records removed by retention not subtracted. It is not a message count.")
 	return nil
 }

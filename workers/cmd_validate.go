@@ -31,7 +31,8 @@ type verdict struct {
 // CI step can gate on it; --allow-invalid exits 0 whatever the verdicts,
 // as before. I/O errors fail it either way.
 func runValidate(ctx context.Context, cx *cmdContext) error {
-	nowFlag := cx.fs.String("now", "", "arrival time for the future-skew and past-age checks, RFC 3339 (default: the current time)")
+	nowFlag := cx.fs.String("now", "",
+		"arrival time for the future-skew and past-age checks, RFC 3339 (default: the current time)")
 	allowInvalid := cx.fs.Bool("allow-invalid", false, "exit 0 even when lines are invalid (default: exit 1 if any is)")
 	if err := cx.parse(); err != nil {
 		return err
@@ -64,7 +65,8 @@ func runValidate(ctx context.Context, cx *cmdContext) error {
 
 // validateLines is the loop of runValidate: it returns how many lines were
 // judged and how many of them were invalid.
-func validateLines(ctx context.Context, g *event.Gate, in io.Reader, out io.Writer, maxBytes int, now func() time.Time) (invalid, lines int, err error) {
+func validateLines(ctx context.Context, g *event.Gate, in io.Reader, out io.Writer, maxBytes int,
+	now func() time.Time) (invalid, lines int, err error) {
 	r := bufio.NewReaderSize(in, 64<<10)
 	w := bufio.NewWriter(out)
 	limit := maxBytes + validateSlack

@@ -34,10 +34,14 @@ func runVerify(ctx context.Context, cx *cmdContext) error {
 	var manifests stringList
 	cx.fs.Var(&manifests, "manifest", "the generator's manifest (reckon generate --manifest F) (required; "+
 		"repeatable: runs side by side on keys of their own, checked together)")
-	stream := cx.fs.String("stream", "", "stream to check (default: the manifest's stream, else the stream reading its topic)")
-	truth := cx.fs.Bool("truth", false, "also fail when a closed window's final version differs from the truth (run after reconcile)")
+	stream := cx.fs.String("stream", "",
+		"stream to check (default: the manifest's stream, else the stream reading its topic)")
+	truth := cx.fs.Bool("truth", false,
+		"also fail when a closed window's final version differs from the truth (run after reconcile)")
 	timeout := cx.fs.Duration("timeout", 2*time.Minute, "give up reading the topics after this long")
-	lakeCheck := cx.fs.Bool("lake", false, "also fail unless every archived record of the manifest is held exactly once in the lake's raw, rejected or raw_dropped table")
+	lakeCheck := cx.fs.Bool("lake", false,
+		"also fail unless every archived record of the manifest is held exactly once in the lake's raw, rejected or "+
+			"raw_dropped table")
 	featuresCheck := cx.fs.Bool("features", false, "also fail unless every committed record of the features topic is "+
 		"in the lake's features table exactly once (waiting for the features archive up to --timeout) and the curated "+
 		"features table agrees with it")
@@ -59,7 +63,8 @@ func runVerify(ctx context.Context, cx *cmdContext) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		if !m.Complete {
-			fmt.Fprintf(cx.stdout, "warning: %s says the run stopped before --count; only acknowledged records are listed\n", path)
+			fmt.Fprintf(cx.stdout, "warning: %s says the run stopped before --count; only acknowledged records are listed\n",
+				path)
 		}
 		runs = append(runs, m)
 	}

@@ -136,7 +136,8 @@ func printView(w io.Writer, v zreport.View) {
 	tw.Flush()
 	if st.Final != nil {
 		for _, d := range st.Final.Differences {
-			fmt.Fprintf(w, "difference:      %s %s %s vs %s %s (delta %s)\n", d.Source, d.Field, numfmt.Float(d.Value), d.Reference,
+			fmt.Fprintf(w, "difference:      %s %s %s vs %s %s (delta %s)\n", d.Source, d.Field, numfmt.Float(d.Value),
+				d.Reference,
 				numfmt.Float(d.Expected), numfmt.Float(d.Delta))
 		}
 		fmt.Fprintf(w, "finalized at:    %s (%s)\n", st.Final.FinalizedAt.Format(time.RFC3339), st.Final.Reason)
@@ -146,7 +147,8 @@ func printView(w io.Writer, v zreport.View) {
 		fmt.Fprintf(w, "OFD request at:  %s\n", d.OFDRequestAt.Format(time.RFC3339))
 	}
 	if st.OFD.Requests > 0 {
-		fmt.Fprintf(w, "OFD requests:    %d (not found %d, failed %d), last: %s\n", st.OFD.Requests, st.OFD.NotFound, st.OFD.Failures, st.OFD.LastResult)
+		fmt.Fprintf(w, "OFD requests:    %d (not found %d, failed %d), last: %s\n", st.OFD.Requests, st.OFD.NotFound,
+			st.OFD.Failures, st.OFD.LastResult)
 	}
 	if !d.RetentionAt.IsZero() {
 		fmt.Fprintf(w, "retention until: %s\n", d.RetentionAt.Format(time.RFC3339))
@@ -208,7 +210,8 @@ func zreportList(ctx context.Context, cx *cmdContext) error {
 				return s
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.GetExecution().GetWorkflowId(), kw("ReckonStatus"), kw("ReckonDate"),
-				strings.ToLower(strings.TrimPrefix(e.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")), e.GetStartTime().AsTime().UTC().Format(time.RFC3339))
+				strings.ToLower(strings.TrimPrefix(e.GetStatus().String(),
+					"WORKFLOW_EXECUTION_STATUS_")), e.GetStartTime().AsTime().UTC().Format(time.RFC3339))
 			n++
 		}
 		token = resp.NextPageToken
@@ -223,7 +226,8 @@ func zreportList(ctx context.Context, cx *cmdContext) error {
 		// Stopped at the limit with pages left: say so, with the total when
 		// visibility can count it.
 		total := int64(-1)
-		if resp, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: cx.cfg.Temporal.Namespace, Query: q}); err == nil {
+		if resp, err := c.CountWorkflow(ctx,
+			&workflowservice.CountWorkflowExecutionsRequest{Namespace: cx.cfg.Temporal.Namespace, Query: q}); err == nil {
 			total = resp.GetCount()
 		}
 		if f := truncatedFooter(n, total, "--limit"); f != "" {
@@ -274,7 +278,8 @@ func zreportListQuery(status, date, drive string) (string, error) {
 }
 
 func zreportOFDSim(ctx context.Context, cx *cmdContext) error {
-	addr := cx.fs.String("addr", "", "listen address (default: zreport.ofd_sim_addr, else the host:port of zreport.ofd_url)")
+	addr := cx.fs.String("addr", "",
+		"listen address (default: zreport.ofd_sim_addr, else the host:port of zreport.ofd_url)")
 	if err := cx.parse(); err != nil {
 		return err
 	}
@@ -288,16 +293,20 @@ func zreportOFDSim(ctx context.Context, cx *cmdContext) error {
 	fmt.Fprintf(cx.stdout, "reckon zreport ofd-sim: simulated fiscal data operator on http://%s (GET /v1/zreports/{fiscal_drive}/{shift})\n", srv.Addr)
 	err = ofdsim.ListenAndServe(ctx, srv)
 	st := sim.Stats()
-	fmt.Fprintf(cx.stdout, "reckon zreport ofd-sim: found %d, not found %d, failed %d, bad requests %d\n", st.Found, st.NotFound, st.Failed, st.BadRequest)
+	fmt.Fprintf(cx.stdout, "reckon zreport ofd-sim: found %d, not found %d, failed %d, bad requests %d\n", st.Found,
+		st.NotFound, st.Failed, st.BadRequest)
 	return err
 }
 
 func zreportSimulate(cx *cmdContext) error {
 	input := cx.fs.String("input", "", "parts, JSONL envelopes with arrived_at (required; - for stdin)")
 	ofd := cx.fs.String("ofd", "", "the operator's OFD documents, JSONL (a key without one answers not found)")
-	after := cx.fs.Duration("ofd-request-after", 0, "request a missing OFD document this long after shift close (default: zreport.ofd_request_after, 144h)")
-	retention := cx.fs.Duration("retention", 0, "finalize a key still waiting this long after shift close (default: zreport.retention, 720h)")
-	retry := cx.fs.Duration("ofd-retry", 0, "ask the operator again this long after not found (default: zreport.ofd_retry, 24h)")
+	after := cx.fs.Duration("ofd-request-after", 0,
+		"request a missing OFD document this long after shift close (default: zreport.ofd_request_after, 144h)")
+	retention := cx.fs.Duration("retention", 0,
+		"finalize a key still waiting this long after shift close (default: zreport.retention, 720h)")
+	retry := cx.fs.Duration("ofd-retry", 0,
+		"ask the operator again this long after not found (default: zreport.ofd_retry, 24h)")
 	if err := cx.parse(); err != nil {
 		return err
 	}

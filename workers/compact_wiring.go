@@ -36,7 +36,8 @@ func startCompactions(ctx context.Context, cfg *config.Config, c client.Client, 
 			TaskQueue:                cfg.Temporal.TaskQueue,
 			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 			WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			StaticSummary:            fmt.Sprintf("compact %s's raw lake table: closed hours deduplicated into large files, open hours kept under %d files per partition", t, cfg.Lake.Compaction.MaxOpenFiles),
+			StaticSummary: fmt.Sprintf("compact %s's raw lake table: closed hours deduplicated into large files, "+
+				"open hours kept under %d files per partition", t, cfg.Lake.Compaction.MaxOpenFiles),
 		}, workflows.CompactionWorkflow, workflows.CompactionState{Topic: t, Poll: cfg.Lake.Compaction.Poll})
 		if err != nil {
 			return fmt.Errorf("batch: start %s: %w", id, err)

@@ -40,7 +40,8 @@ type quietStop struct {
 }
 
 // InterceptActivity implements interceptor.WorkerInterceptor.
-func (*quietStop) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+func (*quietStop) InterceptActivity(_ context.Context,
+	next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
 	return activities.MapActivityErrors(next, stoppingError)
 }
 

@@ -107,7 +107,8 @@ func (p *proc) once(ctx context.Context, restarts int) error {
 		return err
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "---- %s start #%d at %s: %s %v\n", p.name, restarts, time.Now().UTC().Format(time.RFC3339), p.path, p.args)
+	fmt.Fprintf(logf, "---- %s start #%d at %s: %s %v\n", p.name, restarts, time.Now().UTC().Format(time.RFC3339), p.path,
+		p.args)
 
 	cmd := exec.Command(p.path, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)

@@ -27,7 +27,8 @@ import (
 // fetch connection, and one view of the stream's progress topic (the
 // horizon's evidence, docs/adr/0015): call the returned func to close both
 // once the worker has stopped.
-func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, log *slog.Logger) (closeAll func(), err error) {
+func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, log *slog.Logger) (closeAll func(),
+	err error) {
 	kc, err := activities.NewKafka(cfg.Kafka, "truth")
 	if err != nil {
 		return nil, err
@@ -58,17 +59,20 @@ func registerTruth(w worker.Registry, cfg *config.Config, lk *lake.Lake, log *sl
 	return func() { pv.Close(); kc.Close() }, nil
 }
 
-func batchTruthActivities(cfg *config.Config, lk *lake.Lake, kc *activities.Kafka, pv *progress.View) *activities.BatchTruth {
-	return &activities.BatchTruth{Cfg: cfg, Lake: lk, Kafka: kc, Progress: pv, SignalLate: func(ctx context.Context, stream string, items []activities.LateItem) error {
-		_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, workflows.CorrectWorkflowID(stream), workflows.CorrectSignalLate, items,
-			client.StartWorkflowOptions{
-				TaskQueue:             cfg.Temporal.TaskQueue,
-				WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-				StaticSummary:         fmt.Sprintf("targeted corrections of stream %s (too-late events, debounced)", stream),
-			},
-			workflows.CorrectWorkflow, correctParams(cfg, stream))
-		return err
-	}}
+func batchTruthActivities(cfg *config.Config, lk *lake.Lake, kc *activities.Kafka,
+	pv *progress.View) *activities.BatchTruth {
+	return &activities.BatchTruth{Cfg: cfg, Lake: lk, Kafka: kc, Progress: pv,
+		SignalLate: func(ctx context.Context, stream string, items []activities.LateItem) error {
+			_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, workflows.CorrectWorkflowID(stream),
+				workflows.CorrectSignalLate, items,
+				client.StartWorkflowOptions{
+					TaskQueue:             cfg.Temporal.TaskQueue,
+					WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+					StaticSummary:         fmt.Sprintf("targeted corrections of stream %s (too-late events, debounced)", stream),
+				},
+				workflows.CorrectWorkflow, correctParams(cfg, stream))
+			return err
+		}}
 }
 
 // correctParams starts a stream's correction workflow from cfg.
@@ -122,15 +126,19 @@ func startTruth(ctx context.Context, cfg *config.Config, c client.Client, log *s
 		for _, p := range d.Partitions.Numbers() {
 			switch t {
 			case cfg.Topics.Summaries:
-				err = start(workflows.PaneArchiveWorkflowID(t, p), fmt.Sprintf("archive panes of %s partition %d to the lake", t, p),
-					workflows.PaneArchiveWorkflow, workflows.PaneArchiveState{Topic: t, Partition: p, Cursor: -1, Idle: cfg.Batch.PaneArchiveIdle})
+				err = start(workflows.PaneArchiveWorkflowID(t, p),
+					fmt.Sprintf("archive panes of %s partition %d to the lake", t, p),
+					workflows.PaneArchiveWorkflow, workflows.PaneArchiveState{Topic: t, Partition: p, Cursor: -1,
+						Idle: cfg.Batch.PaneArchiveIdle})
 			case cfg.Topics.Features:
 				err = start(workflows.FeatureArchiveWorkflowID(t, p),
 					fmt.Sprintf("archive the served features of %s partition %d", t, p), workflows.FeatureArchiveWorkflow,
 					workflows.FeatureArchiveState{Topic: t, Partition: p, Cursor: -1, Idle: cfg.Batch.PaneArchiveIdle})
 			default:
-				err = start(workflows.LateWatchWorkflowID(t, p), fmt.Sprintf("watch %s partition %d for too-late events → targeted corrections", t, p),
-					workflows.LateWatchWorkflow, workflows.LateWatchState{Topic: t, Partition: p, Cursor: -1, Wait: cfg.Batch.LateWait})
+				err = start(workflows.LateWatchWorkflowID(t, p),
+					fmt.Sprintf("watch %s partition %d for too-late events → targeted corrections", t, p),
+					workflows.LateWatchWorkflow, workflows.LateWatchState{Topic: t, Partition: p, Cursor: -1,
+						Wait: cfg.Batch.LateWait})
 			}
 			if err != nil {
 				return err
@@ -152,14 +160,16 @@ func startTruth(ctx context.Context, cfg *config.Config, c client.Client, log *s
 	if err != nil {
 		return err
 	}
-	log.Info("reconcile schedule "+what, "id", cfg.Batch.ScheduleID, "at", cfg.Batch.ReconcileAt, "timezone", cfg.Batch.Timezone)
+	log.Info("reconcile schedule "+what, "id", cfg.Batch.ScheduleID, "at", cfg.Batch.ReconcileAt, "timezone",
+		cfg.Batch.Timezone)
 	return nil
 }
 
 // reconcileParams are the reconciliation settings from cfg.
 func reconcileParams(cfg *config.Config) workflows.ReconcileParams {
 	b := cfg.Batch
-	return workflows.ReconcileParams{Timezone: b.Timezone, DaysBack: b.DaysBack, HorizonWait: b.HorizonWait, HorizonPoll: b.HorizonPoll}
+	return workflows.ReconcileParams{Timezone: b.Timezone, DaysBack: b.DaysBack, HorizonWait: b.HorizonWait,
+		HorizonPoll: b.HorizonPoll}
 }
 
 // newProgressView follows the stream's progress topic with the config's

@@ -67,7 +67,8 @@ func zreportBatchOn(cfg *config.Config, c client.Client, w worker.Worker, lk *la
 	}
 	return br.Run, func() {
 		closeWithin(bridgeCloseWait, br.Close, func() {
-			slog.Info("zreport bridge: leaving its group did not finish (a group join was in flight); stopping anyway, the broker drops the member after its session timeout", "waited", bridgeCloseWait)
+			slog.Info("zreport bridge: leaving its group did not finish (a group join was in flight); stopping anyway, the "+
+				"broker drops the member after its session timeout", "waited", bridgeCloseWait)
 		})
 		prod.Close()
 	}, nil
@@ -110,7 +111,8 @@ func zreportActivities(cfg *config.Config, prod activities.Producer, lk *lake.La
 // zreportPolicy is the entity timing of cfg.
 func zreportPolicy(cfg *config.Config) zreport.Policy {
 	z := cfg.ZReport
-	return zreport.Policy{OFDRequestAfter: z.OFDRequestAfter, OFDRetry: z.OFDRetry, Retention: z.Retention, Linger: z.Linger}.WithDefaults()
+	return zreport.Policy{OFDRequestAfter: z.OFDRequestAfter, OFDRetry: z.OFDRetry, Retention: z.Retention,
+		Linger: z.Linger}.WithDefaults()
 }
 
 func bridgeOptions(cfg *config.Config, log *slog.Logger) bridge.Options {
@@ -182,7 +184,8 @@ func validateZReport(cfg *config.Config) error {
 	return errors.Join(errs...)
 }
 
-// ofdSimulator returns the simulated OFD operator server for `reckon dev` (listening on the host:port of cfg.ZReport.OFDURL).
+// ofdSimulator returns the simulated OFD operator server for `reckon dev` (listening on the host:port of
+// cfg.ZReport.OFDURL).
 func ofdSimulator(cfg *config.Config) (*http.Server, error) {
 	srv, _, err := newOFDSimulator(cfg)
 	return srv, err

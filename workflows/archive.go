@@ -48,7 +48,8 @@ func Archive(ctx workflow.Context, st ArchiveState) error {
 	if st.Idle <= 0 {
 		st.Idle = 2 * time.Second
 	}
-	if err := workflow.SetQueryHandler(ctx, ArchiveQueryProgress, func() (ArchiveState, error) { return st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, ArchiveQueryProgress,
+		func() (ArchiveState, error) { return st, nil }); err != nil {
 		return err
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SATopic.ValueSet(st.Topic), SAPartition.ValueSet(int64(st.Partition)))

@@ -48,7 +48,8 @@ func Compaction(ctx workflow.Context, st CompactionState) error {
 	if st.Poll <= 0 {
 		st.Poll = 30 * time.Second
 	}
-	if err := workflow.SetQueryHandler(ctx, CompactionQueryProgress, func() (CompactionState, error) { return st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, CompactionQueryProgress,
+		func() (CompactionState, error) { return st, nil }); err != nil {
 		return err
 	}
 	upsert(ctx, SATopic.ValueSet(st.Topic))

@@ -52,7 +52,8 @@ func PaneArchive(ctx workflow.Context, st PaneArchiveState) error {
 	if st.MaxRecords <= 0 {
 		st.MaxRecords = 100_000
 	}
-	if err := workflow.SetQueryHandler(ctx, PaneArchiveQueryProgress, func() (PaneArchiveState, error) { return st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, PaneArchiveQueryProgress,
+		func() (PaneArchiveState, error) { return st, nil }); err != nil {
 		return err
 	}
 	upsert(ctx, SATopic.ValueSet(st.Topic), SAPartition.ValueSet(int64(st.Partition)))
@@ -66,7 +67,8 @@ func PaneArchive(ctx workflow.Context, st PaneArchiveState) error {
 		HeartbeatTimeout:    time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute,
-			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeCursor, activities.ErrTypePartition},
+			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeCursor,
+				activities.ErrTypePartition},
 		},
 	})
 	if st.Cursor < 0 {
@@ -82,7 +84,8 @@ func PaneArchive(ctx workflow.Context, st PaneArchiveState) error {
 		st.End = end.End
 		if end.End < st.Cursor {
 			return temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("pane archive: cursor %d is beyond the end %d of %s/%d (topic recreated?)", st.Cursor, end.End, st.Topic, st.Partition), activities.ErrTypeCursor, nil)
+				fmt.Sprintf("pane archive: cursor %d is beyond the end %d of %s/%d (topic recreated?)", st.Cursor, end.End,
+					st.Topic, st.Partition), activities.ErrTypeCursor, nil)
 		}
 		to := min(end.End, st.Cursor+st.MaxRecords)
 		now := workflow.Now(ctx)
@@ -104,8 +107,9 @@ func PaneArchive(ctx workflow.Context, st PaneArchiveState) error {
 			st.Panes += res.Panes
 			st.Skipped += res.Skipped
 			st.Steps++
-			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s/%d** cursor %d of %d · archived through %s · %d panes (%d records not panes)",
-				st.Topic, st.Partition, st.Cursor, st.End, st.ArchivedThrough.UTC().Format(time.RFC3339), st.Panes, st.Skipped))
+			workflow.SetCurrentDetails(ctx,
+				fmt.Sprintf("**%s/%d** cursor %d of %d · archived through %s · %d panes (%d records not panes)",
+					st.Topic, st.Partition, st.Cursor, st.End, st.ArchivedThrough.UTC().Format(time.RFC3339), st.Panes, st.Skipped))
 		}
 		info := workflow.GetInfo(ctx)
 		if info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > 2000 {

@@ -90,7 +90,8 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 		in.HorizonPoll = defaultHorizonPoll
 	}
 	st := RecomputeStatus{Status: StatusWaiting}
-	if err := workflow.SetQueryHandler(ctx, RecomputeQueryStatus, func() (RecomputeStatus, error) { return st, nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, RecomputeQueryStatus,
+		func() (RecomputeStatus, error) { return st, nil }); err != nil {
 		return activities.RecomputeResult{}, err
 	}
 	upsert(ctx, SAStream.ValueSet(in.Stream), SADate.ValueSet(in.From.UTC().Format(time.DateOnly)),
@@ -101,7 +102,8 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
-			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic, activities.ErrTypeConfig},
+			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic,
+				activities.ErrTypeConfig},
 		},
 	})
 	// A whole day still in progress (a reconciliation or replay of today)
@@ -111,7 +113,8 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	if len(in.Windows) == 0 {
 		// Only the part of the range that holds anything needs the horizon.
 		var end time.Time
-		if err := workflow.ExecuteActivity(short, a.RecomputeExtent, activities.ExtentInput{Stream: in.Stream, From: in.From, To: in.To}).Get(ctx, &end); err != nil {
+		if err := workflow.ExecuteActivity(short, a.RecomputeExtent,
+			activities.ExtentInput{Stream: in.Stream, From: in.From, To: in.To}).Get(ctx, &end); err != nil {
 			upsert(ctx, SAStatus.ValueSet(StatusFailed))
 			return activities.RecomputeResult{}, err
 		}
@@ -119,7 +122,8 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 			st.Status = StatusMatched
 			upsert(ctx, SAStatus.ValueSet(StatusMatched), SACorrected.ValueSet(0), SAChecked.ValueSet(0))
 			workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** nothing to check: no events, no panes", describeRange(in)))
-			return activities.RecomputeResult{Report: activities.TruthReport{Stream: in.Stream, From: in.From, To: in.From, DryRun: in.DryRun}}, nil
+			return activities.RecomputeResult{Report: activities.TruthReport{Stream: in.Stream, From: in.From, To: in.From,
+				DryRun: in.DryRun}}, nil
 		}
 		in.To = end
 	}
@@ -147,7 +151,8 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 		HeartbeatTimeout:    2 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 20,
-			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic, activities.ErrTypeConfig},
+			NonRetryableErrorTypes: []string{activities.ErrTypeTruthInput, activities.ErrTypeTruthTopic,
+				activities.ErrTypeConfig},
 		},
 	})
 	var res activities.RecomputeResult
@@ -171,7 +176,8 @@ func Recompute(ctx workflow.Context, in RecomputeParams) (activities.RecomputeRe
 	}
 	st.Status = resultStatus(res.Report)
 	st.Result = &res
-	upsert(ctx, SAStatus.ValueSet(st.Status), SACorrected.ValueSet(res.Report.Corrected), SAChecked.ValueSet(res.Report.Windows))
+	upsert(ctx, SAStatus.ValueSet(st.Status), SACorrected.ValueSet(res.Report.Corrected),
+		SAChecked.ValueSet(res.Report.Windows))
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** %s%s · trigger: %s\n\n%s%s", what, st.Status,
 		openNote(res.Report), triggerText(in.Trigger), reportMarkdown(res.Report),
 		changesMarkdown(res.Changes, res.Report.Corrected)))
@@ -330,7 +336,9 @@ func describeRange(in RecomputeParams) string {
 // reportMarkdown renders a report for the Temporal UI.
 func reportMarkdown(r activities.TruthReport) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| windows | stream exact | matched | corrected | missing | events beyond lateness | count err max/mean | sum err max/mean |\n")
+	fmt.Fprintf(&b,
+		"| windows | stream exact | matched | corrected | missing | events beyond lateness | count err max/mean | sum err "+
+			"max/mean |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |",
 		numfmt.Int(r.Windows), numfmt.Int(r.StreamExact), numfmt.Int(r.Matched),

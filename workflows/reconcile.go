@@ -118,8 +118,10 @@ func Reconcile(ctx workflow.Context, in ReconcileParams) (activities.Report, err
 	if len(rep.Failed) > 0 {
 		status = StatusFailed
 	}
-	upsert(ctx, SAStatus.ValueSet(status), SACorrected.ValueSet(rep.Total.Corrected), SAChecked.ValueSet(rep.Total.Windows))
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**reconcile %s** %s\n\n%s%s", date, status, reportMarkdown(rep.Total), failedMarkdown(rep.Failed)))
+	upsert(ctx, SAStatus.ValueSet(status), SACorrected.ValueSet(rep.Total.Corrected),
+		SAChecked.ValueSet(rep.Total.Windows))
+	workflow.SetCurrentDetails(ctx,
+		fmt.Sprintf("**reconcile %s** %s\n\n%s%s", date, status, reportMarkdown(rep.Total), failedMarkdown(rep.Failed)))
 	return rep, nil
 }
 
@@ -130,7 +132,8 @@ func Reconcile(ctx workflow.Context, in ReconcileParams) (activities.Report, err
 func reconcileDate(ctx workflow.Context, in ReconcileParams) (string, error) {
 	if in.Date != "" {
 		if _, err := time.Parse(time.DateOnly, in.Date); err != nil {
-			return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("reconcile: date %q is not YYYY-MM-DD", in.Date), activities.ErrTypeTruthInput, nil)
+			return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("reconcile: date %q is not YYYY-MM-DD", in.Date),
+				activities.ErrTypeTruthInput, nil)
 		}
 		return in.Date, nil
 	}
@@ -163,7 +166,8 @@ func reconcileDate(ctx workflow.Context, in ReconcileParams) (string, error) {
 		return "", err
 	}
 	if date == "" {
-		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("reconcile: unknown time zone %q", tz), activities.ErrTypeTruthInput, nil)
+		return "", temporal.NewNonRetryableApplicationError(fmt.Sprintf("reconcile: unknown time zone %q", tz),
+			activities.ErrTypeTruthInput, nil)
 	}
 	return date, nil
 }

@@ -123,7 +123,8 @@ func Replay(ctx workflow.Context, in ReplayParams) (activities.Report, error) {
 	st.Report.WorkflowID = workflow.GetInfo(ctx).WorkflowExecution.ID
 	running := map[int]bool{} // item index → running (read by the query and ordered iteration only)
 	progress := func() ReplayProgress {
-		p := ReplayProgress{Total: len(st.Items), Done: st.Done, Failed: len(st.Report.Failed), Skipped: len(st.Report.Skipped), Totals: st.Report.Total, Runs: st.Runs}
+		p := ReplayProgress{Total: len(st.Items), Done: st.Done, Failed: len(st.Report.Failed),
+			Skipped: len(st.Report.Skipped), Totals: st.Report.Total, Runs: st.Runs}
 		for i := range st.Items {
 			if running[i] {
 				p.Running = append(p.Running, st.Items[i].Stream+"/"+st.Items[i].Date)
@@ -131,7 +132,8 @@ func Replay(ctx workflow.Context, in ReplayParams) (activities.Report, error) {
 		}
 		return p
 	}
-	if err := workflow.SetQueryHandler(ctx, ReplayQueryProgress, func() (ReplayProgress, error) { return progress(), nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, ReplayQueryProgress,
+		func() (ReplayProgress, error) { return progress(), nil }); err != nil {
 		return st.Report, err
 	}
 	upsert(ctx, SADate.ValueSet(in.From), SAStatus.ValueSet(StatusRunning))
@@ -204,7 +206,8 @@ func Replay(ctx workflow.Context, in ReplayParams) (activities.Report, error) {
 	if len(st.Report.Failed) > 0 {
 		status = StatusFailed
 	}
-	upsert(ctx, SAStatus.ValueSet(status), SACorrected.ValueSet(st.Report.Total.Corrected), SAChecked.ValueSet(st.Report.Total.Windows))
+	upsert(ctx, SAStatus.ValueSet(status), SACorrected.ValueSet(st.Report.Total.Corrected),
+		SAChecked.ValueSet(st.Report.Total.Windows))
 	describeReplay(ctx, in, progress())
 	return st.Report, nil
 }
@@ -214,7 +217,8 @@ func Replay(ctx workflow.Context, in ReplayParams) (activities.Report, error) {
 func replayPlan(ctx, short workflow.Context, in ReplayParams) (*ReplayState, error) {
 	var a *activities.BatchTruth
 	bad := func(format string, args ...any) error {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("replay: "+format, args...), activities.ErrTypeTruthInput, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("replay: "+format, args...), activities.ErrTypeTruthInput,
+			nil)
 	}
 	from, err1 := time.Parse(time.DateOnly, in.From)
 	to, err2 := time.Parse(time.DateOnly, in.To)

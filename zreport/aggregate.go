@@ -167,7 +167,9 @@ func (s *State) differences() []Difference {
 	}
 	diff := func(x, r *SourceState) {
 		if x.Receipts != r.Receipts {
-			out = append(out, Difference{x.Source, r.Source, "receipts_count", float64(x.Receipts), float64(r.Receipts), float64(x.Receipts - r.Receipts)})
+			out = append(out,
+				Difference{x.Source, r.Source, "receipts_count", float64(x.Receipts), float64(r.Receipts),
+					float64(x.Receipts - r.Receipts)})
 		}
 		if d := x.Total - r.Total; math.Abs(d) > Tolerance+1e-9 {
 			out = append(out, Difference{x.Source, r.Source, "total_amount", x.Total, r.Total, math.Round(d*1e6) / 1e6})

@@ -240,7 +240,8 @@ func (s *simulation) apply(part Part) error {
 // outcome writes what a step produced and reschedules the key's timer.
 func (s *simulation) outcome(k *simKey, out Outcome) {
 	if out.Changelog != nil {
-		s.emit(simState{"state", k.st.Key.FiscalDrive, k.st.Key.Shift, rfc3339(s.now), out.Changelog.Present, out.Changelog.Missing})
+		s.emit(simState{"state", k.st.Key.FiscalDrive, k.st.Key.Shift, rfc3339(s.now), out.Changelog.Present,
+			out.Changelog.Missing})
 	}
 	if out.Final != nil {
 		s.emit(simFinalOf(out.Final))

@@ -54,7 +54,8 @@ func (p Policy) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"ofd_request_after", p.OFDRequestAfter}, {"ofd_retry", p.OFDRetry}, {"retention", p.Retention}, {"linger", p.Linger}} {
+	}{{"ofd_request_after", p.OFDRequestAfter}, {"ofd_retry", p.OFDRetry}, {"retention", p.Retention}, {"linger",
+		p.Linger}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("zreport: %s must not be negative", d.name))
 		}
@@ -238,7 +239,8 @@ func (s *State) Apply(p Part, now time.Time) (Outcome, error) {
 	out := Outcome{Applied: true, Correction: src.Present}
 	if src.Present {
 		src.Corrections++
-		src.Revisions = append(src.Revisions, Revision{EventID: src.EventID, Figures: src.Figures, ReplacedAt: now, ReplacedBy: p.EventID})
+		src.Revisions = append(src.Revisions,
+			Revision{EventID: src.EventID, Figures: src.Figures, ReplacedAt: now, ReplacedBy: p.EventID})
 		if len(src.Revisions) > MaxRevisions {
 			src.Revisions = slices.Delete(src.Revisions, 0, len(src.Revisions)-MaxRevisions)
 		}

@@ -119,7 +119,8 @@ func (b *Batch) validate(bad func(format string, a ...any)) {
 		bad("batch.catchup_window: %v is below Temporal's minimum of 10s", b.CatchupWindow)
 	}
 	if b.CorrectMaxDelay < b.CorrectDebounce {
-		bad("batch.correct_max_delay (%v) must not be below batch.correct_debounce (%v)", b.CorrectMaxDelay, b.CorrectDebounce)
+		bad("batch.correct_max_delay (%v) must not be below batch.correct_debounce (%v)", b.CorrectMaxDelay,
+			b.CorrectDebounce)
 	}
 	if b.ReplayConcurrency < 1 {
 		bad("batch.replay_concurrency: must be at least 1")

@@ -72,7 +72,8 @@ func (c *LakeCompaction) fillDefaults() {
 	for _, d := range []struct {
 		d *time.Duration
 		v time.Duration
-	}{{&c.Margin, 5 * time.Minute}, {&c.Poll, 30 * time.Second}, {&c.Lookback, 7 * 24 * time.Hour}, {&c.LateDelay, 10 * time.Minute},
+	}{{&c.Margin, 5 * time.Minute}, {&c.Poll, 30 * time.Second}, {&c.Lookback, 7 * 24 * time.Hour}, {&c.LateDelay,
+		10 * time.Minute},
 		{&c.Lease, 10 * time.Minute}} {
 		if *d.d == 0 {
 			*d.d = d.v
@@ -181,8 +182,10 @@ func validateLake(l Lake) []error {
 	if msg := badBucket(bucket); msg != "" {
 		bad("lake.root: %q: %s", l.Root, msg)
 	}
-	if prefix = strings.Trim(prefix, "/"); prefix != "" && (path.Clean(prefix) != prefix || strings.ContainsAny(prefix, "?#\\") ||
-		prefix == ".." || strings.HasPrefix(prefix, "../") || strings.Contains(prefix, "/../") || strings.HasSuffix(prefix, "/..")) {
+	if prefix = strings.Trim(prefix,
+		"/"); prefix != "" && (path.Clean(prefix) != prefix || strings.ContainsAny(prefix, "?#\\") ||
+		prefix == ".." || strings.HasPrefix(prefix, "../") || strings.Contains(prefix, "/../") || strings.HasSuffix(prefix,
+		"/..")) {
 		bad("lake.root: %q: the prefix must be a clean path without . or .. elements, ? # or \\", l.Root)
 	}
 	var u *url.URL
@@ -219,7 +222,9 @@ func validateLake(l Lake) []error {
 		bad("lake.s3.session_token: needs access_key_id and secret_access_key")
 	}
 	if plaintext && s.AccessKeyID != "" && !s.AllowPlaintextCredentials {
-		errs = append(errs, fmt.Errorf("%w: lake.s3: credentials sent to an http:// endpoint; use https or set lake.s3.allow_plaintext_credentials: true (trusted networks only)", ErrSecurity))
+		errs = append(errs,
+			fmt.Errorf("%w: lake.s3: credentials sent to an http:// endpoint; use https or set "+
+				"lake.s3.allow_plaintext_credentials: true (trusted networks only)", ErrSecurity))
 	}
 	return errs
 }

@@ -228,7 +228,8 @@ func validateSecurity(c *Config) []error {
 			bad("kafka.sasl: mechanism %s needs password or password_file", m)
 		}
 		if !k.TLS.Enabled && !k.AllowPlaintextCredentials {
-			refuse("kafka.sasl: %s credentials over a connection without TLS; enable kafka.tls or set kafka.allow_plaintext_credentials: true (trusted networks only)", m)
+			refuse("kafka.sasl: %s credentials over a connection without TLS; enable kafka.tls or set "+
+				"kafka.allow_plaintext_credentials: true (trusted networks only)", m)
 		}
 	default:
 		bad("kafka.sasl.mechanism: %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", k.SASL.Mechanism)
@@ -238,7 +239,8 @@ func validateSecurity(c *Config) []error {
 	checkTLS("temporal.tls", t.TLS)
 	checkSecret("temporal.api_key", t.APIKey, t.APIKeyFile)
 	if (t.APIKey != "" || t.APIKeyFile != "") && !t.TLS.Enabled && !t.AllowPlaintextCredentials {
-		refuse("temporal.api_key over a connection without TLS; enable temporal.tls or set temporal.allow_plaintext_credentials: true (trusted networks only)")
+		refuse("temporal.api_key over a connection without TLS; enable temporal.tls or set " +
+			"temporal.allow_plaintext_credentials: true (trusted networks only)")
 	}
 	return errs
 }

@@ -49,7 +49,8 @@ func Options(cfg config.Kafka, role string) ([]kgo.Opt, error) {
 	if cfg.SASL.CanonicalMechanism() != "" {
 		m := mechanism(cfg.SASL)
 		if m == nil {
-			return nil, fmt.Errorf("kafkaconn: kafka.sasl.mechanism: %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", cfg.SASL.Mechanism)
+			return nil, fmt.Errorf("kafkaconn: kafka.sasl.mechanism: %q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+				cfg.SASL.Mechanism)
 		}
 		if _, err := cfg.SASL.ResolvePassword(); err != nil {
 			return nil, fmt.Errorf("kafkaconn: %w", err)

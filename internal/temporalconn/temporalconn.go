@@ -72,7 +72,8 @@ func Dial(ctx context.Context, cfg config.Temporal, logger *slog.Logger, wait ti
 		last = err
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("temporalconn: %s (namespace %s) not reachable after %v: %w", cfg.Address, cfg.Namespace, wait, last)
+			return nil, fmt.Errorf("temporalconn: %s (namespace %s) not reachable after %v: %w", cfg.Address, cfg.Namespace,
+				wait, last)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

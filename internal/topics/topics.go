@@ -195,11 +195,13 @@ func Apply(ctx context.Context, adm *kadm.Client, m *Map) ([]Action, error) {
 			for k, v := range t.Configs() {
 				cfgs[k] = kadm.StringPtr(v)
 			}
-			if _, err := adm.CreateTopic(ctx, t.Partitions, t.Replication, cfgs, t.Name); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			if _, err := adm.CreateTopic(ctx, t.Partitions, t.Replication, cfgs, t.Name); err != nil && !errors.Is(err,
+				kerr.TopicAlreadyExists) {
 				errs = append(errs, fmt.Errorf("topics: create %s: %w", t.Name, err))
 				continue
 			}
-			actions = append(actions, Action{t.Name, "created", fmt.Sprintf("%d partitions, %s", t.Partitions, fmtConfigs(t.Configs()))})
+			actions = append(actions,
+				Action{t.Name, "created", fmt.Sprintf("%d partitions, %s", t.Partitions, fmtConfigs(t.Configs()))})
 			continue
 		}
 		if d.Err != nil {
@@ -215,7 +217,10 @@ func Apply(ctx context.Context, adm *kadm.Client, m *Map) ([]Action, error) {
 				actions = append(actions, Action{t.Name, "partitions", fmt.Sprintf("%d -> %d", n, t.Partitions)})
 			}
 		case n > t.Partitions:
-			actions = append(actions, Action{t.Name, "drift", fmt.Sprintf("live has %d partitions, map says %d; partitions cannot be removed — update the map", n, t.Partitions)})
+			actions = append(actions,
+				Action{t.Name, "drift",
+					fmt.Sprintf("live has %d partitions, map says %d; partitions cannot be removed — update the map", n,
+						t.Partitions)})
 		}
 		changed, err := applyConfigs(ctx, adm, t)
 		if err != nil {

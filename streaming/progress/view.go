@@ -140,7 +140,8 @@ func (v *View) Sync(ctx context.Context) error {
 		return fmt.Errorf("progress: topic %s: %w", v.topic, err)
 	}
 	if err := ends.Error(); err != nil {
-		return fmt.Errorf("progress: topic %s: %w (run `reckon topics apply`; a stream older than the progress topic publishes nothing)", v.topic, err)
+		return fmt.Errorf("progress: topic %s: %w (run `reckon topics apply`; a stream older than the progress topic "+
+			"publishes nothing)", v.topic, err)
 	}
 	for {
 		v.mu.Lock()

@@ -124,7 +124,8 @@ func (o *Options) fillDefaults() {
 // Validate reports every problem at once.
 func (o Options) Validate() error {
 	var errs []error
-	for _, f := range []struct{ name, v string }{{"topic", o.Topic}, {"group", o.Group}, {"dlq topic", o.DLQTopic}, {"task queue", o.TaskQueue}} {
+	for _, f := range []struct{ name, v string }{{"topic", o.Topic}, {"group", o.Group}, {"dlq topic", o.DLQTopic},
+		{"task queue", o.TaskQueue}} {
 		if f.v == "" {
 			errs = append(errs, fmt.Errorf("zreport bridge: %s is required", f.name))
 		}
@@ -367,7 +368,8 @@ func (b *Bridge) signal(ctx context.Context, js []job) ([]*kgo.Record, error) {
 	}
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		_, err := b.tc.SignalWithStartWorkflow(ctx, opts.ID, workflows.ZReportSignalParts, parts, opts, workflows.ZReportWorkflow, in)
+		_, err := b.tc.SignalWithStartWorkflow(ctx, opts.ID, workflows.ZReportSignalParts, parts, opts,
+			workflows.ZReportWorkflow, in)
 		if err == nil {
 			b.signalled.Add(int64(len(parts)))
 			b.calls.Add(1)
@@ -395,7 +397,8 @@ func (b *Bridge) signal(ctx context.Context, js []job) ([]*kgo.Record, error) {
 			})}, nil
 		}
 		b.retries.Add(1)
-		b.o.Log.Warn("zreport bridge: signal-with-start failed; retrying", "workflow_id", opts.ID, "parts", len(parts), "attempt", attempt, "error", err)
+		b.o.Log.Warn("zreport bridge: signal-with-start failed; retrying", "workflow_id", opts.ID, "parts", len(parts),
+			"attempt", attempt, "error", err)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -424,7 +427,8 @@ func partDeadLetter(err error, now time.Time) event.DeadLetter {
 // topic's record limit, kafkaconn.MaxRecordBytes (deploy/topics.yaml), as a
 // dead letter the broker refuses would be retried until the context ends.
 func (b *Bridge) deadLetter(r *kgo.Record, d event.DeadLetter) *kgo.Record {
-	src := event.SourceRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
+	src := event.SourceRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key,
+		Value: r.Value}
 	if len(r.Headers) > 0 {
 		src.Headers = make([]event.Header, len(r.Headers))
 		for i, h := range r.Headers {
@@ -432,7 +436,8 @@ func (b *Bridge) deadLetter(r *kgo.Record, d event.DeadLetter) *kgo.Record {
 		}
 	}
 	dl := d.Record(src, kafkaconn.MaxRecordBytes)
-	out := &kgo.Record{Topic: b.o.DLQTopic, Key: dl.Key, Value: dl.Value, Headers: make([]kgo.RecordHeader, len(dl.Headers))}
+	out := &kgo.Record{Topic: b.o.DLQTopic, Key: dl.Key, Value: dl.Value,
+		Headers: make([]kgo.RecordHeader, len(dl.Headers))}
 	for i, h := range dl.Headers {
 		out.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 	}

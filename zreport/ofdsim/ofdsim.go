@@ -117,7 +117,8 @@ func parseDocument(b []byte) (ofd.Document, bool) {
 		if err != nil || p.Source != zreport.OFD {
 			return ofd.Document{}, false
 		}
-		d = ofd.Document{EventID: p.EventID, FiscalDrive: p.FiscalDrive, Shift: p.Shift, Receipts: p.Receipts, Total: p.Total, ShiftClosedAt: p.ShiftClosedAt}
+		d = ofd.Document{EventID: p.EventID, FiscalDrive: p.FiscalDrive, Shift: p.Shift, Receipts: p.Receipts, Total: p.Total,
+			ShiftClosedAt: p.ShiftClosedAt}
 	} else if json.Unmarshal(b, &d) != nil {
 		return ofd.Document{}, false
 	}
@@ -242,7 +243,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	}
 	if n <= s.opts.FailFirst || fraction(k.String()+"#"+strconv.Itoa(n)) < s.opts.FailureFraction {
 		s.count(func(st *Stats) { st.Failed++ })
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "unavailable", "message": "simulated operator failure"})
+		writeJSON(w, http.StatusServiceUnavailable,
+			map[string]string{"error": "unavailable", "message": "simulated operator failure"})
 		return
 	}
 	doc, ok := s.lookup(k)
