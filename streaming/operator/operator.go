@@ -400,6 +400,22 @@ func (o *Operator) Process(r Record, out *Out) (Verdict, error) {
 func (o *Operator) apply(r *Record, et, start, end int64, ref windowRef, out *Out) Verdict {
 	featureIn := o.roll > 0 && (!o.hasWM || et >= subSat(o.wm, o.lateness))
 	windowIn := o.size > 0 && (!o.hasWM || addSat(end, o.lateness) > o.wm)
+	v := o.admit(r, et, featureIn, windowIn, out)
+	if v == Late {
+		return v
+	}
+	if windowIn {
+		o.fold(r.Key, start, end, r.Value, ref, out)
+		v |= InWindow
+	}
+	return v
+}
+
+// admit is the lateness decision and the features of a new record, for
+// apply and applyHopping: Late (and a late record out) when it counts in
+// neither the features nor a window of a stream that has either;
+// otherwise Accepted, with InFeatures when the features took it.
+func (o *Operator) admit(r *Record, et int64, featureIn, windowIn bool, out *Out) Verdict {
 	if !featureIn && !windowIn && (o.roll > 0 || o.size > 0) {
 		o.n.late++
 		out.Late = append(out.Late, LateRecord{
@@ -415,10 +431,6 @@ func (o *Operator) apply(r *Record, et, start, end int64, ref windowRef, out *Ou
 		v |= InFeatures
 	} else if o.roll > 0 {
 		o.n.featureLate++
-	}
-	if windowIn {
-		o.fold(r.Key, start, end, r.Value, ref, out)
-		v |= InWindow
 	}
 	return v
 }
@@ -443,21 +455,9 @@ func (o *Operator) applyHopping(r *Record, et int64, out *Out) Verdict {
 		}
 	}
 	windowIn := first <= last
-	if !featureIn && !windowIn {
-		o.n.late++
-		out.Late = append(out.Late, LateRecord{
-			Ref: r.Ref, ID: r.ID, Key: strings.Clone(r.Key), EventTime: ts(et), Value: r.Value,
-			Watermark: ts(o.wm), EmittedAt: ts(o.proc),
-		})
-		return Late
-	}
-	o.n.accepted++
-	v := Accepted
-	if featureIn {
-		o.feature(r, et, out)
-		v |= InFeatures
-	} else if o.roll > 0 {
-		o.n.featureLate++
+	v := o.admit(r, et, featureIn, windowIn, out)
+	if v == Late {
+		return v
 	}
 	if !windowIn {
 		return v
