@@ -182,7 +182,7 @@ bench: build temporal
 	$(call bench_step,$(BENCH_TEST) -bench 'LookupAt' -benchtime 200000x -cpu 1 -count $(BENCH_COUNT) ./streaming/operator)
 	$(call bench_step,$(BENCH_TEST) -bench 'LookupPublish' -benchtime 1x -cpu 1 ./streaming/operator)
 	$(BENCH_CALIBRATE)
-	$(call bench_step,$(BENCH_TEST) -bench 'StreamEndToEnd|StreamLatency|LookupHTTP' -benchtime 1x -count $(BENCH_STREAM_COUNT) ./streaming)
+	$(call bench_step,$(BENCH_TEST) -bench 'StreamEndToEnd|StreamLatency|LookupHTTP|RefreshToLookup' -benchtime 1x -count $(BENCH_STREAM_COUNT) ./streaming)
 	$(BENCH_CALIBRATE)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 1x -cpu 1 -count $(BENCH_COUNT) ./lake)
 	$(call bench_step,$(BENCH_TEST) -bench . -benchtime 200000x -cpu 1 ./verify/generate)

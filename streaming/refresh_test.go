@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +22,7 @@ import (
 
 	"reckon/internal/config"
 	"reckon/internal/event"
+	"reckon/internal/kafkaconn"
 	"reckon/streaming/operator"
 )
 
@@ -82,51 +86,7 @@ func TestLateFoldBack(t *testing.T) {
 	waitDone(t, cfg, 2*time.Minute)
 
 	// The late watch's part: a refresh record per too-late payment.
-	values := map[string]float64{}
-	for _, r := range recs {
-		var e struct {
-			EventID string `json:"event_id"`
-			Data    struct {
-				Amount *float64 `json:"amount"`
-			} `json:"data"`
-		}
-		if json.Unmarshal(r.Value, &e) == nil && e.Data.Amount != nil {
-			values[e.EventID] = *e.Data.Amount
-		}
-	}
-	var refreshes []*kgo.Record
-	var lateEvents []event.StreamRefresh
-	read(t, cfg, cfg.Topics.Late, func(r *kgo.Record) {
-		rr := event.StreamRefresh{Format: event.RefreshFormat, Offset: -1, Partition: -1}
-		for _, h := range r.Headers {
-			switch h.Key {
-			case "reckon.stream":
-				rr.Stream = string(h.Value)
-			case event.HeaderSourceTopic:
-				rr.Topic = string(h.Value)
-			case event.HeaderSourcePartition:
-				p, _ := strconv.ParseInt(string(h.Value), 10, 32)
-				rr.Partition = int32(p)
-			case event.HeaderSourceOffset:
-				rr.Offset, _ = strconv.ParseInt(string(h.Value), 10, 64)
-			}
-		}
-		var e struct {
-			EventID    string    `json:"event_id"`
-			OccurredAt time.Time `json:"occurred_at"`
-			Data       struct {
-				UserID string `json:"user_id"`
-			} `json:"data"`
-		}
-		if rr.Stream != s.Name || json.Unmarshal(r.Value, &e) != nil {
-			return
-		}
-		rr.EventID, rr.Key, rr.EventTime, rr.Value, rr.LateAt = e.EventID, e.Data.UserID, e.OccurredAt, values[e.EventID], r.Timestamp
-		v, _ := json.Marshal(rr)
-		refreshes = append(refreshes, &kgo.Record{Topic: cfg.Topics.StreamRefresh,
-			Key: []byte(event.RefreshKey(rr.Stream, rr.Topic, rr.Partition)), Value: v})
-		lateEvents = append(lateEvents, rr)
-	})
+	refreshes, lateEvents := lateRefreshes(t, cfg, recs, s.Name)
 	if len(refreshes) < 10 {
 		t.Fatalf("only %d too-late payments: too few to fold back", len(refreshes))
 	}
@@ -229,4 +189,141 @@ func committedRefresh(t *testing.T, cfg *config.Config) map[string]int64 {
 func lastLines20(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
+// lateRefreshes builds, as the late watch does, a refresh record for each
+// too-late event of stream on the late topic.
+func lateRefreshes(tb testing.TB, cfg *config.Config, recs []*kgo.Record, stream string) ([]*kgo.Record, []event.StreamRefresh) {
+	tb.Helper()
+	values := map[string]float64{}
+	for _, r := range recs {
+		var e struct {
+			EventID string `json:"event_id"`
+			Data    struct {
+				Amount *float64 `json:"amount"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(r.Value, &e) == nil && e.Data.Amount != nil {
+			values[e.EventID] = *e.Data.Amount
+		}
+	}
+	var refreshes []*kgo.Record
+	var lateEvents []event.StreamRefresh
+	err := kafkaconn.ReadTopic(context.Background(), cfg.Kafka, "test", cfg.Topics.Late, func(r *kgo.Record) error {
+		rr := event.StreamRefresh{Format: event.RefreshFormat, Offset: -1, Partition: -1}
+		for _, h := range r.Headers {
+			switch h.Key {
+			case "reckon.stream":
+				rr.Stream = string(h.Value)
+			case event.HeaderSourceTopic:
+				rr.Topic = string(h.Value)
+			case event.HeaderSourcePartition:
+				p, _ := strconv.ParseInt(string(h.Value), 10, 32)
+				rr.Partition = int32(p)
+			case event.HeaderSourceOffset:
+				rr.Offset, _ = strconv.ParseInt(string(h.Value), 10, 64)
+			}
+		}
+		var e struct {
+			EventID    string    `json:"event_id"`
+			OccurredAt time.Time `json:"occurred_at"`
+			Data       struct {
+				UserID string `json:"user_id"`
+			} `json:"data"`
+		}
+		if rr.Stream != stream || json.Unmarshal(r.Value, &e) != nil {
+			return nil
+		}
+		rr.EventID, rr.Key, rr.EventTime, rr.Value, rr.LateAt = e.EventID, e.Data.UserID, e.OccurredAt, values[e.EventID], r.Timestamp
+		v, _ := json.Marshal(rr)
+		refreshes = append(refreshes, &kgo.Record{Topic: cfg.Topics.StreamRefresh,
+			Key: []byte(event.RefreshKey(rr.Stream, rr.Topic, rr.Partition)), Value: v})
+		lateEvents = append(lateEvents, rr)
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return refreshes, lateEvents
+}
+
+// BenchmarkRefreshToLookup measures the stream worker's part of folding a
+// too-late event back (R-LOOK-5): from a refresh record produced to a
+// lookup of its key counting the event. A worker in process (payments with
+// rolling 10 min, allowed lateness 30 s, commit interval 100 ms) has
+// processed 3,000 events; then, one at a time, a refresh record for each
+// too-late event still inside the lookup's window (up to 50) is produced
+// and the key looked up every millisecond until its count rises. Not in
+// the figure: the late watch's wait for the archive before it publishes.
+func BenchmarkRefreshToLookup(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		cfg, recs := newTestEnv(b, 3000)
+		for i := range cfg.Streams {
+			if cfg.Streams[i].Name == "payments" {
+				cfg.Streams[i].AllowedLateness, cfg.Streams[i].Rolling = 30*time.Second, 10*time.Minute
+			}
+		}
+		cfg.Stream.ServeAddr = "127.0.0.1:0"
+		cfg.Stream.CommitInterval = 100 * time.Millisecond
+		produce(b, cfg, recs)
+		w, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		addr := w.LookupAddr(ctx)
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Minute)
+		if err := waitCaughtUp(wctx, cfg, 10*time.Millisecond, nil); err != nil {
+			b.Fatal(err)
+		}
+		wcancel()
+		s := payments(b, cfg)
+		_, _, _, wm, err := CommittedStats(ctx, cfg, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		at := wm // every partition's live state holds (at − rolling, at]
+		refreshes, lateEvents := lateRefreshes(b, cfg, recs, s.Name)
+		c := lookupClient{base: "http://" + addr, hc: &http.Client{Timeout: 10 * time.Second}}
+		count := func(key string) int64 {
+			r := c.do(b, http.MethodGet, keyPath(s.Name, key, at), nil)
+			if r.status != http.StatusOK {
+				b.Fatalf("lookup %s: %d %s", key, r.status, r.body)
+			}
+			n, _ := strconv.ParseInt(fmt.Sprint(r.ans.Features["count"]), 10, 64)
+			return n
+		}
+		var lat []float64
+		seen := map[string]bool{}
+		for i, e := range lateEvents {
+			if len(lat) == 50 || seen[e.EventID] || !e.EventTime.After(at.Add(-s.Rolling)) || e.EventTime.After(at) {
+				continue
+			}
+			seen[e.EventID] = true
+			before := count(e.Key)
+			b.StartTimer()
+			t := time.Now()
+			produce(b, cfg, refreshes[i:i+1])
+			for deadline := t.Add(time.Minute); count(e.Key) == before; {
+				if time.Now().After(deadline) {
+					b.Fatalf("refresh of %s not counted within a minute", e.EventID)
+				}
+				time.Sleep(time.Millisecond) // the poll interval, not a synchronisation
+			}
+			lat = append(lat, float64(time.Since(t))/1e6)
+			b.StopTimer()
+		}
+		cancel()
+		<-done
+		if len(lat) == 0 {
+			b.Fatalf("none of %d too-late events inside the lookup's window", len(lateEvents))
+		}
+		slices.Sort(lat)
+		b.ReportMetric(lat[len(lat)/2], "p50-ms")
+		b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
+		b.ReportMetric(float64(len(lat)), "events")
+	}
 }
