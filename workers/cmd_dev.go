@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"net"
@@ -34,112 +35,23 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		cx.args = cx.args[1:]
 		return runDevBroker(ctx, cx)
 	}
-	without := cx.fs.String("without", "", "comma-separated components not to start: "+strings.Join(devComponents, ","))
+	var f devFlags
+	f.register(cx.fs)
 	cx.fs.Usage = func() {
-		fmt.Fprintln(cx.stderr, "usage: reckon dev [flags]          run the whole embedded stack\n       reckon dev broker [flags]   run only the embedded broker (kfake with a data dir)")
+		fmt.Fprintln(cx.stderr, "usage: reckon dev [flags]          run the whole embedded stack\n"+
+			"       reckon dev broker [flags]   run only the embedded broker (kfake with a data dir)")
 		cx.fs.PrintDefaults()
 	}
 	if err := cx.parse(); err != nil {
 		return err
 	}
-	cfg := cx.cfg
-	skip := map[string]bool{}
-	for _, c := range strings.Split(*without, ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			if !slices.Contains(devComponents, c) {
-				return fmt.Errorf("%w: --without %q: unknown component", errUsage, c)
-			}
-			skip[c] = true
-		}
-	}
-	dir, err := filepath.Abs(cfg.Dev.Dir)
+	o, err := f.options(cx)
 	if err != nil {
 		return err
 	}
-	logDir, runDir := filepath.Join(dir, "logs"), filepath.Join(dir, "run")
-	for _, d := range []string{dir, logDir, runDir, filepath.Join(dir, "kafka")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	temporalBin, err := filepath.Abs(cfg.Dev.TemporalBin)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(temporalBin); err != nil && !skip["temporal"] {
-		return fmt.Errorf("temporal CLI not found at %s (dev.temporal_bin): run `make dev`, which installs the pinned version", temporalBin)
-	}
-	kafkaAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.KafkaPort))
-	temporalAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.TemporalPort))
-	ofdAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.OFDPort))
-	for name, addr := range map[string]string{"broker": kafkaAddr, "temporal": temporalAddr, "ofd": ofdAddr} {
-		if skip[name] {
-			continue
-		}
-		if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
-			c.Close()
-			return fmt.Errorf("%s port %s is already in use: is another `reckon dev` running? "+
-				"(stop it, or change dev.kafka_port/dev.temporal_port/dev.ofd_port)", name, addr)
-		}
-	}
-
-	// Children see the same configuration, pointed at the embedded stack.
-	common := []string{}
-	if cx.configPath != "" {
-		abs, _ := filepath.Abs(cx.configPath)
-		common = append(common, "--config", abs)
-	}
-	for _, s := range cx.sets {
-		common = append(common, "--set", s)
-	}
-	common = append(common, "--set", "kafka.brokers="+kafkaAddr, "--set", "temporal.address="+temporalAddr)
-	if !skip["ofd"] {
-		// The batch workers ask the stack's own simulator, on dev.ofd_port;
-		// --without ofd keeps zreport.ofd_url (an operator of your own).
-		common = append(common, "--set", "zreport.ofd_url=http://"+ofdAddr, "--set", "zreport.ofd_sim_addr="+ofdAddr)
-		cfg.ZReport.OFDURL, cfg.ZReport.OFDSimAddr = "http://"+ofdAddr, ofdAddr
-	}
-	// Z-reports on a dev clock: the OFD document is requested minutes, not
-	// six days, after shift close (override with your own --set).
-	for _, kv := range []string{"zreport.ofd_request_after=3m", "zreport.retention=15m", "zreport.ofd_retry=1m", "zreport.linger=5m"} {
-		if !hasSet(cx.sets, kv[:strings.Index(kv, "=")]) {
-			common = append(common, "--set", kv)
-		}
-	}
-	cfg.Kafka.Brokers = []string{kafkaAddr}
-	cfg.Temporal.Address = temporalAddr
-	var s3 *seaweed.Setup
-	if cfg.Dev.S3 && !skip["s3"] {
-		// The children see dev.s3 too: their configuration points the
-		// lake at this server (config.DevS3Root, lake.s3 on dev.s3_port).
-		if s3, err = devS3(cfg, dir); err != nil {
-			return err
-		}
-	} else {
-		skip["s3"] = true
-	}
-	// The default lake lives in the dev dir: with dev.dir moved and
-	// lake.root left at its default, the lake moves along. Otherwise a
-	// fresh dev dir (a new broker, offsets from 0) would meet the old
-	// lake's archive progress, and the archive would stop on "cursor
-	// beyond the end" as it must for a recreated topic.
-	if cfg.Lake.Root == defaultLakeRoot && filepath.Clean(cfg.Dev.Dir) != filepath.Clean(defaultDevDir) {
-		cfg.Lake.Root = filepath.Join(dir, "lake")
-		common = append(common, "--set", "lake.root="+cfg.Lake.Root)
-	}
-
-	// The stream worker serves feature lookups on dev.lookup_port (a free
-	// port when that one is taken), unless stream_worker.serve_addr is set.
-	var lookupSet []string
-	lookupAddr := cfg.Stream.ServeAddr
-	if !hasSet(cx.sets, "stream_worker.serve_addr") && lookupAddr == "" {
-		lookupAddr = devLookupAddr(cfg.Dev.LookupPort)
-		lookupSet = []string{"--set", "stream_worker.serve_addr=" + lookupAddr}
-	}
+	cfg, skip, dir, logDir, runDir := cx.cfg, o.skip, o.dir, o.logDir, o.runDir
+	self, temporalBin, kafkaAddr, temporalAddr, ofdAddr := o.self, o.temporalBin, o.kafkaAddr, o.temporalAddr, o.ofdAddr
+	common, s3, lookupSet, lookupAddr := o.common, o.s3, o.lookupSet, o.lookupAddr
 
 	var outMu sync.Mutex
 	mk := func(name, path string, args ...string) *proc {
@@ -150,7 +62,8 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 		saArgs = append(saArgs, "--search-attribute", sa)
 	}
 	procs := map[string]*proc{
-		"broker": mk("broker", self, "dev", "broker", "--dir", filepath.Join(dir, "kafka"), "--port", strconv.Itoa(cfg.Dev.KafkaPort)),
+		"broker": mk("broker", self, "dev", "broker", "--dir", filepath.Join(dir, "kafka"), "--port",
+			strconv.Itoa(cfg.Dev.KafkaPort)),
 		"temporal": func() *proc {
 			p := mk("temporal", temporalBin, append([]string{"server", "start-dev",
 				"--ip", "127.0.0.1", "--port", strconv.Itoa(cfg.Dev.TemporalPort),
@@ -233,7 +146,9 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 
 	if !skip["broker"] {
 		start("broker")
-		err := waitSaying(ctx, say, fmt.Sprintf("the broker on %s to answer (kfake, loading %s)", kafkaAddr, filepath.Join(dir, "kafka")), 30*time.Second,
+		err := waitSaying(ctx, say,
+			fmt.Sprintf("the broker on %s to answer (kfake, loading %s)", kafkaAddr,
+				filepath.Join(dir, "kafka")), 30*time.Second,
 			func(ctx context.Context) error { return kafkaconn.WaitReady(ctx, cfg.Kafka) })
 		if err != nil {
 			return err
@@ -242,7 +157,9 @@ func runDev(ctx context.Context, cx *cmdContext) error {
 	}
 	if !skip["temporal"] {
 		start("temporal")
-		err := waitSaying(ctx, say, fmt.Sprintf("Temporal on %s to answer (the dev server opens %s; its log: %s)", temporalAddr, filepath.Join(dir, "temporal.db"), filepath.Join(logDir, "temporal.log")), 60*time.Second,
+		err := waitSaying(ctx, say,
+			fmt.Sprintf("Temporal on %s to answer (the dev server opens %s; its log: %s)", temporalAddr,
+				filepath.Join(dir, "temporal.db"), filepath.Join(logDir, "temporal.log")), 60*time.Second,
 			func(ctx context.Context) error {
 				return waitTemporal(ctx, temporalAddr, cfg.Temporal.Namespace, 60*time.Second)
 			})
@@ -319,10 +236,146 @@ func devSQLLine(listen string, skipped bool) string {
 	if skipped {
 		return ""
 	}
-	return fmt.Sprintf("\n  SQL             grpc://%s   (Arrow Flight SQL; ./bin/reckon sql \"SELECT * FROM windows\")", listen)
+	return fmt.Sprintf("\n  SQL             grpc://%s   (Arrow Flight SQL; ./bin/reckon sql \"SELECT * FROM windows\")",
+		listen)
 }
 
 // devLookupAddr is 127.0.0.1:port, or a free loopback port when port is
+// devFlags are the flags of `reckon dev`; options turns them and the
+// configuration into the plan of the stack.
+type devFlags struct {
+	without string // components not to start, comma-separated
+}
+
+func (f *devFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.without, "without", "",
+		"comma-separated components not to start: "+strings.Join(devComponents, ","))
+}
+
+// devOptions are what `reckon dev` starts and where: the components to
+// skip, the directories, the binaries, the loopback addresses, the flags
+// every child gets, the S3 server and the feature lookup address.
+type devOptions struct {
+	skip                             map[string]bool
+	dir, logDir, runDir              string
+	self, temporalBin                string
+	kafkaAddr, temporalAddr, ofdAddr string
+	common, lookupSet                []string
+	lookupAddr                       string
+	s3                               *seaweed.Setup
+}
+
+// options checks the flags and the machine (directories made, the
+// Temporal CLI there, the ports free) and points cx.cfg and the children's
+// flags at the embedded stack.
+func (f *devFlags) options(cx *cmdContext) (o devOptions, err error) {
+	cfg := cx.cfg
+	skip := map[string]bool{}
+	for _, c := range strings.Split(f.without, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			if !slices.Contains(devComponents, c) {
+				return o, fmt.Errorf("%w: --without %q: unknown component", errUsage, c)
+			}
+			skip[c] = true
+		}
+	}
+	dir, err := filepath.Abs(cfg.Dev.Dir)
+	if err != nil {
+		return o, err
+	}
+	logDir, runDir := filepath.Join(dir, "logs"), filepath.Join(dir, "run")
+	for _, d := range []string{dir, logDir, runDir, filepath.Join(dir, "kafka")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return o, err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return o, err
+	}
+	temporalBin, err := filepath.Abs(cfg.Dev.TemporalBin)
+	if err != nil {
+		return o, err
+	}
+	if _, err := os.Stat(temporalBin); err != nil && !skip["temporal"] {
+		return o, fmt.Errorf("temporal CLI not found at %s (dev.temporal_bin): run `make dev`, which installs the pinned "+
+			"version", temporalBin)
+	}
+	kafkaAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.KafkaPort))
+	temporalAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.TemporalPort))
+	ofdAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Dev.OFDPort))
+	for name, addr := range map[string]string{"broker": kafkaAddr, "temporal": temporalAddr, "ofd": ofdAddr} {
+		if skip[name] {
+			continue
+		}
+		if c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond); err == nil {
+			c.Close()
+			return o, fmt.Errorf("%s port %s is already in use: is another `reckon dev` running? "+
+				"(stop it, or change dev.kafka_port/dev.temporal_port/dev.ofd_port)", name, addr)
+		}
+	}
+
+	// Children see the same configuration, pointed at the embedded stack.
+	common := []string{}
+	if cx.configPath != "" {
+		abs, _ := filepath.Abs(cx.configPath)
+		common = append(common, "--config", abs)
+	}
+	for _, s := range cx.sets {
+		common = append(common, "--set", s)
+	}
+	common = append(common, "--set", "kafka.brokers="+kafkaAddr, "--set", "temporal.address="+temporalAddr)
+	if !skip["ofd"] {
+		// The batch workers ask the stack's own simulator, on dev.ofd_port;
+		// --without ofd keeps zreport.ofd_url (an operator of your own).
+		common = append(common, "--set", "zreport.ofd_url=http://"+ofdAddr, "--set", "zreport.ofd_sim_addr="+ofdAddr)
+		cfg.ZReport.OFDURL, cfg.ZReport.OFDSimAddr = "http://"+ofdAddr, ofdAddr
+	}
+	// Z-reports on a dev clock: the OFD document is requested minutes, not
+	// six days, after shift close (override with your own --set).
+	for _, kv := range []string{"zreport.ofd_request_after=3m", "zreport.retention=15m", "zreport.ofd_retry=1m",
+		"zreport.linger=5m"} {
+		if !hasSet(cx.sets, kv[:strings.Index(kv, "=")]) {
+			common = append(common, "--set", kv)
+		}
+	}
+	cfg.Kafka.Brokers = []string{kafkaAddr}
+	cfg.Temporal.Address = temporalAddr
+	var s3 *seaweed.Setup
+	if cfg.Dev.S3 && !skip["s3"] {
+		// The children see dev.s3 too: their configuration points the
+		// lake at this server (config.DevS3Root, lake.s3 on dev.s3_port).
+		if s3, err = devS3(cfg, dir); err != nil {
+			return o, err
+		}
+	} else {
+		skip["s3"] = true
+	}
+	// The default lake lives in the dev dir: with dev.dir moved and
+	// lake.root left at its default, the lake moves along. Otherwise a
+	// fresh dev dir (a new broker, offsets from 0) would meet the old
+	// lake's archive progress, and the archive would stop on "cursor
+	// beyond the end" as it must for a recreated topic.
+	if cfg.Lake.Root == defaultLakeRoot && filepath.Clean(cfg.Dev.Dir) != filepath.Clean(defaultDevDir) {
+		cfg.Lake.Root = filepath.Join(dir, "lake")
+		common = append(common, "--set", "lake.root="+cfg.Lake.Root)
+	}
+
+	// The stream worker serves feature lookups on dev.lookup_port (a free
+	// port when that one is taken), unless stream_worker.serve_addr is set.
+	var lookupSet []string
+	lookupAddr := cfg.Stream.ServeAddr
+	if !hasSet(cx.sets, "stream_worker.serve_addr") && lookupAddr == "" {
+		lookupAddr = devLookupAddr(cfg.Dev.LookupPort)
+		lookupSet = []string{"--set", "stream_worker.serve_addr=" + lookupAddr}
+	}
+	return devOptions{
+		skip: skip, dir: dir, logDir: logDir, runDir: runDir, self: self, temporalBin: temporalBin,
+		kafkaAddr: kafkaAddr, temporalAddr: temporalAddr, ofdAddr: ofdAddr,
+		common: common, lookupSet: lookupSet, lookupAddr: lookupAddr, s3: s3,
+	}, nil
+}
+
 // taken (another dev stack, another program).
 func devLookupAddr(port int) string {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -367,7 +420,8 @@ const devWaitEvery = 4 * time.Second
 // waitSaying runs wait with a limit, saying at once what it waits for and
 // then every devWaitEvery how long it has waited, so no start-up step is
 // silent for longer than that.
-func waitSaying(ctx context.Context, say func(string, ...any), what string, limit time.Duration, wait func(context.Context) error) error {
+func waitSaying(ctx context.Context, say func(string, ...any), what string, limit time.Duration,
+	wait func(context.Context) error) error {
 	say("waiting for %s (up to %v)", what, limit)
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -413,7 +467,8 @@ func devGenerators(cfg *config.Config) []devGenerator {
 			// follow the clock. Parts arrive within minutes on the dev
 			// clock.
 			args = []string{"generate", "--scenario", sc, "--rate", "1", "--count", "0",
-				"--seed", strconv.FormatInt(cfg.ZReport.OFDSimGeneratorSeed, 10), "--keys", strconv.Itoa(cfg.ZReport.OFDSimGeneratorKeys),
+				"--seed", strconv.FormatInt(cfg.ZReport.OFDSimGeneratorSeed,
+					10), "--keys", strconv.Itoa(cfg.ZReport.OFDSimGeneratorKeys),
 				"--id-nonce", "random", "--first-key", "now",
 				"--ofd-delay", "2m", "--part-delay", "30s", "--oversized-share", devOversizedShare}
 		}
