@@ -88,7 +88,15 @@ func (l *lookups) fail(w http.ResponseWriter, stream string, e *lookupError) {
 	w.WriteHeader(e.status)
 	b, _ := json.Marshal(map[string]string{"error": e.msg})
 	_, _ = w.Write(append(b, '\n'))
-	l.counter.With(stream, strconv.Itoa(e.status)).Add(1)
+	l.count(w, stream, e.status)
+}
+
+// count counts an answer written to the client: a part of a POST kept in
+// a recorder is counted once, when the merged answer is written.
+func (l *lookups) count(w http.ResponseWriter, stream string, status int) {
+	if _, part := w.(*recorder); !part {
+		l.counter.With(stream, strconv.Itoa(status)).Add(1)
+	}
 }
 
 func (l *lookups) ok(w http.ResponseWriter, stream, servedBy string, v any) {
@@ -100,7 +108,7 @@ func (l *lookups) ok(w http.ResponseWriter, stream, servedBy string, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set(headerServedBy, servedBy)
 	_, _ = w.Write(append(b, '\n'))
-	l.counter.With(stream, "200").Add(1)
+	l.count(w, stream, http.StatusOK)
 }
 
 // request resolves the stream and the instant of a request.
@@ -273,7 +281,7 @@ func (l *lookups) forward(w http.ResponseWriter, ctx context.Context, st *lookup
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(b)
-	l.counter.With(st.name, strconv.Itoa(resp.StatusCode)).Add(1)
+	l.count(w, st.name, resp.StatusCode)
 }
 
 func (l *lookups) servePost(w http.ResponseWriter, r *http.Request) {

@@ -1,9 +1,11 @@
 package streaming
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -52,7 +54,8 @@ func newRefresher(cfg *config.Config, log *slog.Logger, reg *metrics.Registry) *
 	}
 	return &refresher{log: log, counter: reg.Counter("reckon_stream_refreshes_total",
 		"State-refresh records considered by the owning partition: applied (a too-late event now counted in rolling "+
-			"features), duplicate (its event_id was applied before), outside (past the rolling horizon).",
+			"features), duplicate (its event_id was applied before), outside (past the rolling horizon), unprocessed "+
+			"(its raw record not yet processed).",
 		"stream", "result")}
 }
 
@@ -136,9 +139,21 @@ func (w *Worker) applyRefresh() {
 			continue
 		}
 		// recs is append-only and sorted: the first at or after refreshNext.
-		i, _ := slicesSearch(recs, part.refreshNext)
+		i, _ := slices.BinarySearchFunc(recs, part.refreshNext, func(r refreshRec, off int64) int {
+			return cmp.Compare(r.off, off)
+		})
+		named := false
 		for _, rr := range recs[i:] {
 			if rr.r.Topic != part.topic || rr.r.Partition != part.partition {
+				continue
+			}
+			named = true
+			if rr.r.Offset >= part.next {
+				// The raw record is not processed yet (state started
+				// afresh while the refresh topic held it): processing will
+				// count it or send it late again; folding it back now
+				// would count it twice.
+				f.counter.With(rr.r.Stream, "unprocessed").Add(1)
 				continue
 			}
 			for _, so := range part.ops {
@@ -152,19 +167,9 @@ func (w *Worker) applyRefresh() {
 				}
 			}
 		}
-		part.refreshNext, part.touched = end, true
+		// Only a partition a record named writes state for it; the others
+		// would reconsider nothing but markers after a restart.
+		part.refreshNext = end
+		part.touched = part.touched || named
 	}
-}
-
-func slicesSearch(recs []refreshRec, off int64) (int, bool) {
-	lo, hi := 0, len(recs)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if recs[m].off < off {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo, lo < len(recs) && recs[lo].off == off
 }

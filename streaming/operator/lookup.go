@@ -208,10 +208,13 @@ func (o *Operator) Refresh(id EventID, key string, eventTime time.Time, value fl
 	et := eventTime.UnixNano()
 	h, ok := o.horizon()
 	if ok {
-		for x, t := range o.refreshed {
-			if t <= h {
-				delete(o.refreshed, x)
+		if h != o.refreshPruned { // the horizon only moves forward
+			for x, t := range o.refreshed {
+				if t <= h {
+					delete(o.refreshed, x)
+				}
 			}
+			o.refreshPruned = h
 		}
 		if et <= h {
 			return RefreshOutside

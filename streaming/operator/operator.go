@@ -276,7 +276,8 @@ type Operator struct {
 	dirty   []*rollKey          // keys changed since the last PublishTo (lookup.go)
 	// refreshed holds the ids of too-late events folded back (Refresh),
 	// with their event time, until the horizon passes them.
-	refreshed map[EventID]int64
+	refreshed     map[EventID]int64
+	refreshPruned int64 // the horizon refreshed was last pruned at: a burst under one horizon prunes once
 
 	dd      dedup
 	keySeed maphash.Seed // for keyHash
