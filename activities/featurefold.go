@@ -381,7 +381,6 @@ func (a *BatchTruth) compareServed(ctx context.Context, st config.Stream, scope 
 	return rep, nil
 }
 
-
 // FeatureTruthRows is the true rolling feature of every event of in's
 // scope, as a recompute by a computes it (without comparing or writing):
 // for benchmarks and tools. A function, not a method: the worker registers
