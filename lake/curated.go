@@ -438,9 +438,10 @@ func windowStatus(computedBy string, checked bool) string {
 func windowsFile(hour int) string     { return fmt.Sprintf("windows-%02d.parquet", hour) }
 func correctionsFile(hour int) string { return fmt.Sprintf("corrections-%02d.parquet", hour) }
 
-// curatedHourOf parses the hour of a windows or corrections file name.
+// curatedHourOf parses the hour of a windows, corrections or
+// feature_status file name.
 func curatedHourOf(name string) (int, bool) {
-	for _, p := range []string{"windows-", "corrections-"} {
+	for _, p := range []string{"windows-", "corrections-", "features-"} {
 		if v, ok := strings.CutPrefix(name, p); ok {
 			v, ok = strings.CutSuffix(v, ".parquet")
 			h, err := strconv.Atoi(v)
@@ -573,17 +574,21 @@ func (l *Lake) writeCuratedHour(ctx context.Context, wdir, cdir string, hour int
 // ReadWindows returns the windows table of stream for window starts in
 // [from, to), in file order (window date, hour, key, window_start).
 func (l *Lake) ReadWindows(ctx context.Context, stream string, from, to time.Time) ([]WindowRow, error) {
-	return readCuratedTable[WindowRow](ctx, l, WindowsDir, stream, from, to, func(r *WindowRow) int64 { return r.WindowStart })
+	return readCuratedTable[WindowRow](ctx, l, WindowsDir, "window_date", stream, from, to, func(r *WindowRow) int64 { return r.WindowStart })
 }
 
 // ReadCorrections returns the corrections table of stream for window
 // starts in [from, to), in file order.
 func (l *Lake) ReadCorrections(ctx context.Context, stream string, from, to time.Time) ([]CorrectionRow, error) {
-	return readCuratedTable[CorrectionRow](ctx, l, CorrectionsDir, stream, from, to, func(r *CorrectionRow) int64 { return r.WindowStart })
+	return readCuratedTable[CorrectionRow](ctx, l, CorrectionsDir, "window_date", stream, from, to, func(r *CorrectionRow) int64 { return r.WindowStart })
 }
 
-func readCuratedTable[T any](ctx context.Context, l *Lake, table, stream string, from, to time.Time, start func(*T) int64) ([]T, error) {
-	files, err := l.paneTableFiles(ctx, table, stream, from, to)
+// readCuratedTable reads the rows of table's hour files (partitioned by
+// dateCol) whose hours overlap [from, to) and whose start lies in it: an
+// hourly step reads its hour's files, not the day's.
+func readCuratedTable[T any](ctx context.Context, l *Lake, table, dateCol, stream string, from, to time.Time,
+	start func(*T) int64) ([]T, error) {
+	files, err := l.datedFiles(ctx, table, dateCol, stream, from, to)
 	if err != nil {
 		return nil, err
 	}

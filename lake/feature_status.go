@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -127,16 +126,6 @@ func compareFeatureStatus(a, b *FeatureStatusRow) int {
 }
 
 func featureStatusFile(hour int) string { return fmt.Sprintf("features-%02d.parquet", hour) }
-
-func featureStatusHourOf(name string) (int, bool) {
-	v, ok := strings.CutPrefix(name, "features-")
-	if !ok {
-		return 0, false
-	}
-	v, ok = strings.CutSuffix(v, ".parquet")
-	h, err := strconv.Atoi(v)
-	return h, ok && err == nil && len(v) == 2 && h >= 0 && h < 24
-}
 
 // parseEventDateFile splits <table>/stream=<s>/event_date=<d>/<name>.parquet.
 func parseEventDateFile(key string) (table, stream string, day time.Time, ok bool) {
@@ -286,7 +275,7 @@ func (l *Lake) curateFeatureDay(ctx context.Context, stream string, day int64, s
 	sizes := map[string]int64{}
 	for _, e := range es {
 		sizes[storage.JoinKey(dir, e.Name)] = e.Size
-		if h, ok := featureStatusHourOf(e.Name); ok && rebuild {
+		if h, ok := curatedHourOf(e.Name); ok && rebuild {
 			get(h) // hours curated before but without rows now are emptied too
 		}
 	}
@@ -342,6 +331,6 @@ func (l *Lake) curateFeatureDay(ctx context.Context, stream string, day int64, s
 // ReadFeatureStatus returns the feature_status rows of stream whose
 // event_time lies in [from, to), in file order.
 func (l *Lake) ReadFeatureStatus(ctx context.Context, stream string, from, to time.Time) ([]FeatureStatusRow, error) {
-	return readEventDateTable(ctx, l, FeatureStatusDir, stream, from, to,
+	return readCuratedTable(ctx, l, FeatureStatusDir, "event_date", stream, from, to,
 		func(r *FeatureStatusRow) int64 { return r.EventTime })
 }
