@@ -328,14 +328,21 @@ func (a *BatchTruth) recomputeFeatures(ctx context.Context, st config.Stream, in
 // compareServed compares truth with the features the stream served for
 // the scope's events, as the curated feature_status table holds them (of
 // an event served more than once, the first emitted): its hour files of
-// the scope, not every served file of the day. A served feature of
-// another rolling size is refused: comparing it with these truths would
-// be wrong.
+// the scope, not every served file of the day; the features table itself
+// for an hour of events the curation has not written
+// (lake.ReadServedStatus). A served feature of another rolling size is
+// refused: comparing it with these truths would be wrong.
 func (a *BatchTruth) compareServed(ctx context.Context, st config.Stream, scope *featureScope,
 	truth []lake.FeatureTruthRow) (FeatureReport, error) {
 	var rep FeatureReport
-	rows, err := a.Lake.ReadFeatureStatus(ctx, st.Name, time.Unix(0, scope.from).Truncate(time.Microsecond),
-		time.Unix(0, scope.to).Add(time.Microsecond-1).Truncate(time.Microsecond))
+	const hourUS = int64(time.Hour / time.Microsecond)
+	hours := make([]int64, 0, len(truth))
+	for i := range truth {
+		et := truth[i].EventTime
+		hours = append(hours, et-((et%hourUS)+hourUS)%hourUS)
+	}
+	rows, err := a.Lake.ReadServedStatus(ctx, st.Name, time.Unix(0, scope.from).Truncate(time.Microsecond),
+		time.Unix(0, scope.to).Add(time.Microsecond-1).Truncate(time.Microsecond), hours)
 	if err != nil {
 		return rep, err
 	}

@@ -334,3 +334,54 @@ func (l *Lake) ReadFeatureStatus(ctx context.Context, stream string, from, to ti
 	return readCuratedTable(ctx, l, FeatureStatusDir, "event_date", stream, from, to,
 		func(r *FeatureStatusRow) int64 { return r.EventTime })
 }
+
+// ReadServedStatus is what a recompute compares its truths with: the
+// feature_status rows of stream whose event_time lies in [from, to) and,
+// for each hour of eventHours (hour starts in µs, e.g. those of the
+// truths' events) that has no feature_status file, the served features of
+// the features table merged as the curation merges them (the first
+// emitted wins). Curation is a step of its own that may fail or may not
+// have run over files archived before it existed: its absence must not
+// make served features read as not served. Hours without events cost no
+// read.
+func (l *Lake) ReadServedStatus(ctx context.Context, stream string, from, to time.Time,
+	eventHours []int64) ([]FeatureStatusRow, error) {
+	rows, err := l.ReadFeatureStatus(ctx, stream, from, to)
+	if err != nil {
+		return nil, err
+	}
+	files, err := l.datedFiles(ctx, FeatureStatusDir, "event_date", stream, from, to)
+	if err != nil {
+		return nil, err
+	}
+	curated := map[int64]bool{}
+	for _, f := range files {
+		if h, ok := curatedHourOf(f.name); ok {
+			curated[f.day.UnixMicro()+int64(h)*microsPerHour] = true
+		}
+	}
+	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
+	byID := map[string]*FeatureStatusRow{}
+	for _, h := range slices.Compact(slices.Sorted(slices.Values(eventHours))) {
+		if curated[h] {
+			continue
+		}
+		served, err := l.ReadFeatures(ctx, stream, time.UnixMicro(max(h, fromUS)), time.UnixMicro(min(h+microsPerHour, toUS)))
+		if err != nil {
+			return nil, err
+		}
+		for i := range served {
+			f := &served[i]
+			r := byID[f.EventID]
+			if r == nil {
+				r = &FeatureStatusRow{Stream: stream, EventID: f.EventID}
+				byID[f.EventID] = r
+			}
+			r.addServed(f)
+		}
+	}
+	for _, r := range byID {
+		rows = append(rows, *r)
+	}
+	return rows, nil
+}
