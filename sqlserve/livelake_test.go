@@ -104,7 +104,7 @@ func TestLiveLakeQueries(t *testing.T) {
 		}
 	})
 
-	var plainRuns, plainVanished atomic.Int64
+	var plainRuns, plainVanished, plainShort atomic.Int64
 	var plainOther error
 	plainQuery := "SELECT count(DISTINCT event_id) FROM read_parquet(" + sqlString(tl.root+"/raw/**/*.parquet") + ")"
 	wg.Go(func() {
@@ -118,6 +118,13 @@ func TestLiveLakeQueries(t *testing.T) {
 			case err != nil:
 				plainOther = err
 				return
+			case n < tl.events:
+				// A recursive glob lists directory by directory: a compaction
+				// that deletes inputs not yet listed and writes its output
+				// where the listing has been already makes a plain reader
+				// answer short without an error (docs/lake.md). Observed,
+				// not asserted: the endpoint's answers are what is checked.
+				plainShort.Add(1)
 			case n != tl.events:
 				plainOther = fmt.Errorf("plain DuckDB counted %d events, want %d", n, tl.events)
 				return
@@ -166,9 +173,9 @@ func TestLiveLakeQueries(t *testing.T) {
 	}
 	t.Logf("%d endpoint queries, %d failed; %d re-run attempts after a vanished file (%d of them checks), %d gave up, "+
 		"at most %d attempts for one; %d compactions (%d during the queries) deleted %d files; "+
-		"plain DuckDB: %d of %d queries failed on a vanished file",
+		"plain DuckDB: %d of %d queries failed on a vanished file, %d answered short",
 		want, len(failures), int(retries), checks, int(gaveUp), most,
-		compactions.Load(), compactionsDuring, removed.Load(), plainVanished.Load(), plainRuns.Load())
+		compactions.Load(), compactionsDuring, removed.Load(), plainVanished.Load(), plainRuns.Load(), plainShort.Load())
 	for i, f := range failures {
 		if i == 5 {
 			t.Errorf("... and %d more", len(failures)-5)
