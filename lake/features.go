@@ -159,39 +159,7 @@ func (l *Lake) WriteFeatures(ctx context.Context, name string, rows []FeatureRow
 // event_time lies in [from, to), file by file (date order, then name
 // order), each file's rows in its order.
 func (l *Lake) ReadFeatures(ctx context.Context, stream string, from, to time.Time) ([]FeatureRow, error) {
-	if err := ValidateName(stream); err != nil {
-		return nil, err
-	}
-	base := FeaturesDir + "/stream=" + stream
-	days, err := l.store.List(ctx, base)
-	if err != nil {
-		return nil, fmt.Errorf("lake: features: %w", err)
-	}
-	fromUS, toUS := from.UnixMicro(), to.UnixMicro()
-	var out []FeatureRow
-	for _, d := range days {
-		day, ok := parseDateDir("event_date", d.Name)
-		if !ok || !d.Dir || day.UnixMicro() >= toUS || day.UnixMicro()+microsPerDay <= fromUS {
-			continue
-		}
-		dir := storage.JoinKey(base, d.Name)
-		files, err := l.lakeFiles(ctx, dir)
-		if err != nil {
-			return nil, fmt.Errorf("lake: features: %w", err)
-		}
-		for _, f := range files {
-			rows, err := readRows[FeatureRow](ctx, l, storage.JoinKey(dir, f.Name), f.Size)
-			if err != nil {
-				return nil, err
-			}
-			for _, r := range rows {
-				if r.EventTime >= fromUS && r.EventTime < toUS {
-					out = append(out, r)
-				}
-			}
-		}
-	}
-	return out, nil
+	return readEventDateTable(ctx, l, FeaturesDir, stream, from, to, func(r *FeatureRow) int64 { return r.EventTime })
 }
 
 // FeatureStreams lists the streams the features table holds, in name
